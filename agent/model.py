@@ -1,0 +1,195 @@
+"""The wire contract between agent and collector.
+
+Every value is in SI base units (seconds, bytes, watts, joules, hertz, ratios 0..1).
+``None`` means "this GPU cannot say" (not supported, or the read failed); it is never
+replaced by 0. The structs are msgspec Structs so the agent encodes and the collector
+decodes and validates the same definitions. ``SCHEMA_VERSION`` changes whenever a field
+changes meaning; adding an optional field with a default does not change it.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Literal
+
+import msgspec
+
+SCHEMA_VERSION = 1
+
+
+class WorkloadKind(enum.StrEnum):
+    KUBERNETES_POD = "kubernetes_pod"
+    SLURM_JOB = "slurm_job"
+    PROCESS = "process"
+    MANUAL = "manual"
+
+
+class Workload(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """Who holds a GPU: a pod, a Slurm job, a bare process or a manual label.
+
+    ``id`` is the stable identifier within its kind: the pod UID when known (else
+    ``namespace/name``), the Slurm job id, the PID, or the manual name.
+    """
+
+    kind: WorkloadKind
+    id: str
+    name: str | None = None
+    namespace: str | None = None
+    container: str | None = None
+    slurm_job_id: str | None = None
+    user: str | None = None
+    team: str | None = None
+    labels: dict[str, str] = msgspec.field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        """A fleet-unique, human-readable key: ``pod:ns/name``, ``slurm:123``, ..."""
+        if self.kind is WorkloadKind.KUBERNETES_POD:
+            return f"pod:{self.namespace or ''}/{self.name or self.id}"
+        if self.kind is WorkloadKind.SLURM_JOB:
+            return f"slurm:{self.slurm_job_id or self.id}"
+        if self.kind is WorkloadKind.PROCESS:
+            return f"process:{self.id}"
+        return f"manual:{self.name or self.id}"
+
+
+class ProcessSample(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One process with a context on a GPU."""
+
+    pid: int
+    used_memory_bytes: int | None = None
+    #: share of the GPU's SM time this process used over the last interval (0..1);
+    #: from nvmlDeviceGetProcessUtilization, ``None`` where the driver cannot say.
+    sm_share: float | None = None
+    #: "compute" or "graphics"
+    type: str = "compute"
+    name: str | None = None
+    workload: Workload | None = None
+
+
+class GpuInfo(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A GPU's identity; sent with each batch so the collector knows what it holds.
+
+    A MIG instance is a GpuInfo of its own with ``mig_parent_uuid`` and ``mig_profile``
+    (for example ``3g.40gb``); its ``uuid`` is the ``MIG-...`` UUID.
+    """
+
+    uuid: str
+    index: int
+    name: str
+    architecture: str | None = None
+    memory_total_bytes: int | None = None
+    pci_bus_id: str | None = None
+    mig_parent_uuid: str | None = None
+    mig_profile: str | None = None
+    driver_version: str | None = None
+    cuda_version: str | None = None
+    power_limit_watts: float | None = None
+    #: True when this physical GPU has MIG mode enabled (its instances report separately)
+    mig_enabled: bool = False
+
+
+class GpuSample(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One reading of one GPU or MIG instance at ``timestamp`` (Unix seconds, event time)."""
+
+    timestamp: float
+    gpu_uuid: str
+    #: 0..1. GPM SM utilisation on Hopper+ (DCGM's SM_ACTIVE), else NVML utilization.gpu/100.
+    sm_activity: float | None = None
+    #: 0..1. GPM SM occupancy (DCGM's SM_OCCUPANCY); None without GPM.
+    sm_occupancy: float | None = None
+    #: 0..1. GPM tensor-core activity; None without GPM.
+    tensor_activity: float | None = None
+    #: 0..1. GPM DRAM bandwidth utilisation, else NVML utilization.memory/100.
+    dram_activity: float | None = None
+    #: True when sm_activity/dram_activity come from the coarse NVML utilisation counters
+    #: ("a kernel was running") rather than GPM.
+    activity_coarse: bool = False
+    power_watts: float | None = None
+    #: NVML total energy counter (joules since driver load); monotonic until a reload.
+    energy_joules: float | None = None
+    temperature_celsius: float | None = None
+    memory_temperature_celsius: float | None = None
+    memory_used_bytes: int | None = None
+    memory_total_bytes: int | None = None
+    #: driver-reserved memory (memory info v2); None on v1
+    memory_reserved_bytes: int | None = None
+    sm_clock_hertz: float | None = None
+    memory_clock_hertz: float | None = None
+    #: NVML clocks-event reasons bitmask (nvmlClocksEventReason*); see THROTTLE_REASONS
+    throttle_reasons: int | None = None
+    #: XID codes observed since the previous sample
+    xid_errors: tuple[int, ...] = ()
+    #: volatile ECC error counts since driver load
+    ecc_corrected_total: int | None = None
+    ecc_uncorrected_total: int | None = None
+    remapped_rows_correctable: int | None = None
+    remapped_rows_uncorrectable: int | None = None
+    remapped_rows_pending: bool | None = None
+    processes: tuple[ProcessSample, ...] = ()
+    workloads: tuple[Workload, ...] = ()
+    #: False when the GPU fell off the bus or NVML failed for it; the other fields are None.
+    healthy: bool = True
+    error: str | None = None
+
+
+class Batch(msgspec.Struct, frozen=True, kw_only=True):
+    """What the agent POSTs to ``/v1/batches``.
+
+    ``(node, agent_boot_id, seq)`` identifies a batch; ``seq`` increases by one per batch
+    within a boot. The collector acknowledges a repeated batch and ignores it.
+    """
+
+    schema_version: int
+    node: str
+    agent_boot_id: str
+    seq: int
+    #: agent wall clock when the batch was built (Unix seconds), for skew detection
+    sent_at: float
+    gpus: tuple[GpuInfo, ...]
+    samples: tuple[GpuSample, ...]
+    agent_version: str = ""
+    #: node labels from config (region, zone, team, ...)
+    node_labels: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+class BatchAck(msgspec.Struct, frozen=True, kw_only=True):
+    """The collector's answer to a batch."""
+
+    status: Literal["accepted", "duplicate"]
+    node: str
+    agent_boot_id: str
+    seq: int
+    samples_accepted: int = 0
+
+
+#: NVML clocks-event (throttle) reason bits, from nvml.h (nvmlClocksEventReason*).
+THROTTLE_REASONS: dict[int, str] = {
+    0x1: "gpu_idle",
+    0x2: "applications_clocks_setting",
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x10: "sync_boost",
+    0x20: "sw_thermal_slowdown",
+    0x40: "hw_thermal_slowdown",
+    0x80: "hw_power_brake_slowdown",
+    0x100: "display_clock_setting",
+}
+
+
+def throttle_reason_names(mask: int) -> list[str]:
+    """Names of the bits set in a clocks-event reasons mask, in bit order."""
+    return [name for bit, name in THROTTLE_REASONS.items() if mask & bit]
+
+
+_ENCODER = msgspec.json.Encoder()
+
+
+def encode_batch(batch: Batch) -> bytes:
+    """JSON bytes for a batch (the wire format)."""
+    return _ENCODER.encode(batch)
+
+
+def decode_batch(data: bytes) -> Batch:
+    """Decode and type-check a batch; raises msgspec.ValidationError naming the bad field."""
+    return msgspec.json.decode(data, type=Batch)

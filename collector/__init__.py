@@ -1,0 +1,1 @@
+"""gpufleet collector: turns agent samples into idle waste, energy, carbon and recommendations."""

@@ -1,0 +1,1 @@
+"""gpufleet command line: wires agent and collector objects together."""
