@@ -1,0 +1,110 @@
+"""The collector's settings: one frozen object from ``--config FILE`` and the environment.
+
+Override any key with ``GPUFLEET_<SECTION>__<KEY>``, e.g. ``GPUFLEET_SERVER__PORT=8080``.
+Secrets (agent tokens) come from the environment or files, never from logs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpufleet.settings import ConfigError
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    host: str = "127.0.0.1"
+    port: int = 8080
+    #: accepted agent tokens, comma separated (prefer tokens_file or the environment)
+    tokens: list[str] = field(default_factory=list)
+    #: a file with one token per line
+    tokens_file: Path | None = None
+    #: no auth at all (the demo on localhost); refused unless explicitly set
+    allow_anonymous: bool = False
+    #: request body limit, compressed and decompressed
+    max_body_bytes: int = 16 * 1024 * 1024
+    #: public URL of this collector, used in links (chat messages)
+    public_url: str = ""
+    grafana_url: str = ""
+
+    def __post_init__(self) -> None:
+        if not 0 < self.port < 65536:
+            raise ConfigError(f"server.port: must be 1..65535, got {self.port}")
+
+
+@dataclass(frozen=True)
+class IngestSettings:
+    #: samples stamped further in the future than this (collector clock) are rejected
+    future_tolerance_seconds: float = 300.0
+    #: samples older than this are rejected
+    past_tolerance_seconds: float = 7 * 24 * 3600.0
+    #: samples are held this long (event time) per GPU so late ones apply in order
+    reorder_window_seconds: float = 30.0
+
+
+@dataclass(frozen=True)
+class AnalysisSettings:
+    #: a sample is idle when SM and DRAM activity are both below this (0..1)
+    idle_threshold: float = 0.01
+    #: a gap between samples longer than this is unknown, not idle or active
+    stale_after_seconds: float = 60.0
+    #: an allocated GPU idle this long gets a release recommendation
+    idle_window_seconds: float = 1800.0
+    #: an open recommendation resolves after its subject has been fine this long
+    resolve_after_seconds: float = 300.0
+    evaluation_interval_seconds: float = 60.0
+    #: right-sizing needs at least this much history
+    right_size_min_seconds: float = 24 * 3600.0
+    #: pricing-plan advice looks back this far
+    pricing_lookback_seconds: float = 30 * 24 * 3600.0
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.idle_threshold < 1:
+            raise ConfigError(
+                f"analysis.idle_threshold: must be in [0, 1), got {self.idle_threshold}"
+            )
+        if self.idle_window_seconds <= 0:
+            raise ConfigError(
+                f"analysis.idle_window_seconds: must be > 0, got {self.idle_window_seconds}"
+            )
+
+
+@dataclass(frozen=True)
+class LedgerSettings:
+    #: SQLite file path, or a postgresql:// URL
+    url: str = "gpufleet.db"
+    #: keep hourly rollups this long; raw pending batches are removed once applied
+    retention_days: int = 400
+
+
+@dataclass(frozen=True)
+class PricingSettings:
+    #: a price book YAML; empty = the shipped example (collector/data/pricebook.yaml)
+    price_book: Path | None = None
+    currency: str = ""
+
+
+@dataclass(frozen=True)
+class CarbonSettings:
+    #: default grid region for nodes without a region label (e.g. "DEU", "US-CA", "CN")
+    region: str = "world"
+    pue: float = 1.2
+    #: an hourly intensity feed in Electricity Maps' history response format (JSON file)
+    intensity_feed: Path | None = None
+    #: node name -> region, for nodes that do not send a `region` label
+    node_regions: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not 1.0 <= self.pue <= 3.0:
+            raise ConfigError(f"carbon.pue: must be between 1.0 and 3.0, got {self.pue}")
+
+
+@dataclass(frozen=True)
+class CollectorSettings:
+    server: ServerSettings = field(default_factory=ServerSettings)
+    ingest: IngestSettings = field(default_factory=IngestSettings)
+    analysis: AnalysisSettings = field(default_factory=AnalysisSettings)
+    ledger: LedgerSettings = field(default_factory=LedgerSettings)
+    pricing: PricingSettings = field(default_factory=PricingSettings)
+    carbon: CarbonSettings = field(default_factory=CarbonSettings)

@@ -1,0 +1,203 @@
+"""Plain records shared by the collector's pure core, its ledger and its API.
+
+These are the nouns of DESIGN.md section 4. Money is in the price book's currency; energy in
+joules; time in Unix seconds; carbon in grams CO2e. Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+HOUR_SECONDS = 3600.0
+MONTH_HOURS = 730.0  # 365 * 24 / 12
+
+
+class Activity(enum.StrEnum):
+    """What a GPU was doing at a sample; unknown is never idle."""
+
+    ACTIVE = "active"
+    IDLE = "idle"
+    UNKNOWN = "unknown"
+
+
+class GpuState(enum.StrEnum):
+    """A GPU's state now, for the fleet view and the `gpufleet_fleet_gpus` metric."""
+
+    ACTIVE = "active"
+    ALLOCATED_IDLE = "allocated_idle"
+    UNALLOCATED = "unallocated"  # nobody holds it (idle or not)
+    UNKNOWN = "unknown"  # no fresh data
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadRef:
+    """The part of agent.model.Workload the collector aggregates by."""
+
+    key: str  # agent.model.Workload.key, e.g. "pod:ml/notebook-7"
+    kind: str
+    name: str
+    namespace: str = ""  # k8s namespace, or the Slurm account/partition where known
+    team: str = ""
+    user: str = ""
+
+
+@dataclass(slots=True)
+class Interval:
+    """One applied interval of one GPU: from the previous sample to this one.
+
+    The interval takes the activity of its *starting* sample (a reading holds until the
+    next one). ``energy_joules`` is the counter delta (or the trapezoid of power when
+    ``energy_estimated``); ``shares`` splits it (and the seconds) among the workloads
+    holding the GPU, summing to 1, empty when unallocated.
+    """
+
+    gpu_uuid: str
+    node: str
+    model: str
+    start: float
+    end: float
+    activity: Activity
+    energy_joules: float
+    energy_estimated: bool
+    shares: dict[WorkloadRef, float] = field(default_factory=dict)
+
+    @property
+    def seconds(self) -> float:
+        return self.end - self.start
+
+
+@dataclass(slots=True)
+class Usage:
+    """Accumulated usage of one subject (a GPU or a workload) over some span (an hour)."""
+
+    active_seconds: float = 0.0
+    idle_seconds: float = 0.0
+    #: idle while held by a workload (for a GPU); for a workload it equals idle_seconds
+    allocated_idle_seconds: float = 0.0
+    unknown_seconds: float = 0.0
+    energy_joules: float = 0.0
+    #: the part of energy_joules that came from power integration, not the counter
+    estimated_energy_joules: float = 0.0
+    idle_energy_joules: float = 0.0
+    #: idle GPU-seconds x hourly price / 3600, in the price book's currency
+    idle_cost: float = 0.0
+    #: GPU-seconds x hourly price / 3600 for every known second (what the GPU cost)
+    cost: float = 0.0
+    carbon_grams: float = 0.0
+
+    def add(self, other: Usage) -> None:
+        for name in self.__slots__:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
+@dataclass(frozen=True, slots=True)
+class IdleEpisode:
+    """An unbroken run of idle samples of one GPU. ``end`` is None while it lasts."""
+
+    gpu_uuid: str
+    node: str
+    start: float
+    end: float | None
+    workload_key: str | None  # who held the GPU at the start; None = unallocated
+
+    def seconds(self, now: float) -> float:
+        return (self.end if self.end is not None else now) - self.start
+
+
+class RecommendationKind(enum.StrEnum):
+    RELEASE_IDLE = "release_idle"  # a workload holds GPUs that are idle past the window
+    SCALE_DOWN = "scale_down"  # unallocated GPUs or whole nodes idle past the window
+    RIGHT_SIZE = "right_size"  # a workload fits a smaller GPU model or a MIG profile
+    PRICING_PLAN = "pricing_plan"  # reserved vs on-demand
+    CONSOLIDATE = "consolidate"  # several lightly used GPUs could be one
+
+
+class RecommendationStatus(enum.StrEnum):
+    OPEN = "open"
+    NOTIFIED = "notified"
+    ACTED = "acted"
+    RESOLVED = "resolved"
+    DISMISSED = "dismissed"
+
+
+@dataclass(frozen=True, slots=True)
+class Savings:
+    money_per_month: float
+    energy_kwh_per_month: float
+    carbon_kg_per_month: float
+    currency: str
+    money_per_hour: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Recommendation:
+    """One recommendation. ``id`` is stable for its (kind, subject): re-evaluation updates it."""
+
+    id: str
+    kind: RecommendationKind
+    subject: str  # workload key, node name, GPU uuid or "model:H100"
+    title: str
+    evidence: dict[str, object]
+    savings: Savings
+    status: RecommendationStatus
+    opened_at: float
+    updated_at: float
+    gpu_uuids: tuple[str, ...] = ()
+    node: str = ""
+    workload_key: str = ""
+    namespace: str = ""
+    resolved_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuView:
+    """One GPU (or MIG instance) as the fleet sees it now; built by fleet.py, read by
+    recommend.py, the API and the exporter."""
+
+    uuid: str
+    node: str
+    index: int
+    model: str  # canonical price-book model, e.g. "H100"
+    name: str  # NVML name, e.g. "NVIDIA H100 80GB HBM3"
+    state: GpuState
+    last_seen: float | None
+    workloads: tuple[WorkloadRef, ...] = ()
+    #: start of the current idle episode, None when not idle
+    idle_since: float | None = None
+    sm_activity: float | None = None
+    dram_activity: float | None = None
+    power_watts: float | None = None
+    memory_used_bytes: int | None = None
+    memory_total_bytes: int | None = None
+    mig_parent_uuid: str | None = None
+    mig_profile: str | None = None
+    healthy: bool = True
+
+    def idle_seconds(self, now: float) -> float:
+        return 0.0 if self.idle_since is None else max(0.0, now - self.idle_since)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadProfile:
+    """What a workload needed over its observed life, for right-sizing."""
+
+    workload: WorkloadRef
+    gpu_model: str
+    gpu_count: int
+    observed_seconds: float
+    memory_p95_bytes: int
+    memory_peak_bytes: int
+    sm_activity_peak: float
+    sm_activity_p95: float
+
+
+@dataclass(frozen=True, slots=True)
+class ModelUsage:
+    """A GPU model's use over the pricing look-back window, for pricing-plan advice."""
+
+    model: str
+    gpu_count: int
+    observed_seconds: float  # GPU-seconds with known data
+    allocated_seconds: float  # GPU-seconds held by a workload
+    active_seconds: float
