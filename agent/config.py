@@ -57,8 +57,15 @@ class ShipperSettings:
     spool_dir: Path = Path("/var/lib/gpufleet/spool")
     spool_max_bytes: int = 256 * 1024 * 1024
     spool_max_age_seconds: float = 7 * 24 * 3600.0
+    #: a longer buffer is cut into several batches, so no request grows past what a
+    #: collector or proxy accepts (a 413 can never succeed on retry)
+    max_samples_per_batch: int = 5000
 
     def __post_init__(self) -> None:
+        if self.max_samples_per_batch < 1:
+            raise ConfigError(
+                f"shipper.max_samples_per_batch: must be >= 1, got {self.max_samples_per_batch}"
+            )
         if self.batch_interval_seconds <= 0:
             raise ConfigError(
                 f"shipper.batch_interval_seconds: must be > 0, got {self.batch_interval_seconds}"
