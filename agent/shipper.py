@@ -127,14 +127,17 @@ class Shipper:
         self._labels = dict(node_labels or {})
         self._rng = rng or random.Random()
         self._endpoint = settings.url.rstrip("/") + "/v1/batches"
+        try:
+            self._spool = Spool(
+                settings.spool_dir,
+                settings.spool_max_bytes,
+                settings.spool_max_age_seconds,
+                stats,
+                clock,
+            )
+        except SpoolError as err:
+            raise ConfigError(f"shipper.spool_dir: {err}") from err
         self._client = httpx.Client(transport=transport, timeout=settings.request_timeout_seconds)
-        self._spool = Spool(
-            settings.spool_dir,
-            settings.spool_max_bytes,
-            settings.spool_max_age_seconds,
-            stats,
-            clock,
-        )
         self._seq = 0
         self._gpus: tuple[GpuInfo, ...] = ()
         self._samples: list[GpuSample] = []

@@ -89,9 +89,12 @@ class Spool:
         self._max_age_seconds = max_age_seconds
         self._stats = stats
         self._clock = clock
-        self._dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._entries: list[SpooledBatch] = []
-        self._entries = self._recover()
+        try:
+            self._dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self._entries = self._recover()
+        except OSError as err:
+            raise SpoolError(f"cannot use spool directory {directory}: {err}") from err
         self._publish_size()
 
     def append(self, batch: Batch) -> SpooledBatch:
@@ -125,6 +128,9 @@ class Spool:
         except FileNotFoundError:
             self._forget(entry)
             return None
+        except OSError as err:
+            log.error("spool: cannot read %s (kept for a later try): %s", entry.path.name, err)
+            return None
         if not _is_whole_gzip(body):
             self._discard_corrupt(entry)
             return None
@@ -132,7 +138,9 @@ class Spool:
 
     def remove(self, entry: SpooledBatch) -> None:
         """Delete ``entry`` (acknowledged or rejected); a missing file is not an error."""
-        entry.path.unlink(missing_ok=True)
+        # A file that cannot be deleted is forgotten anyway: were it found again after a
+        # restart, the collector would acknowledge it as a duplicate.
+        _unlink_quietly(entry.path)
         self._forget(entry)
 
     def size_bytes(self) -> int:
@@ -155,8 +163,8 @@ class Spool:
             os.replace(tmp, path)
             _fsync_dir(self._dir)
         except OSError as err:
-            tmp.unlink(missing_ok=True)
-            path.unlink(missing_ok=True)
+            _unlink_quietly(tmp)
+            _unlink_quietly(path)
             raise SpoolError(f"cannot write {path}: {err.strerror or err}") from err
 
     def _enforce_bounds(self) -> None:
@@ -233,6 +241,13 @@ def _is_whole_gzip(body: bytes) -> bool:
     except (OSError, EOFError, zlib.error):
         return False
     return True
+
+
+def _unlink_quietly(path: Path) -> None:
+    try:
+        path.unlink(missing_ok=True)
+    except OSError as err:
+        log.error("spool: cannot remove %s: %s", path.name, err)
 
 
 def _read_or_empty(path: Path) -> bytes:

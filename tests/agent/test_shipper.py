@@ -12,10 +12,11 @@ import json
 import shutil
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Literal
 
 import msgspec
 import pytest
@@ -39,7 +40,7 @@ class FakeCollector:
     reject_seqs: set[int] = field(default_factory=set)
     #: record the batch, then hang up without answering (a lost ack)
     hang_up_after_accept: bool = False
-    on_accept: Callable[[Batch], None] | None = None
+    on_accept: Callable[[Batch], object] | None = None
     clock: Callable[[], float] = time.time
     accepted: list[Batch] = field(default_factory=list)
     duplicates: int = 0
@@ -91,7 +92,7 @@ class FakeCollector:
 
     def _ack(self, batch: Batch) -> tuple[int, bytes] | None:
         key = (batch.node, batch.agent_boot_id, batch.seq)
-        status = "duplicate" if key in self._seen else "accepted"
+        status: Literal["accepted", "duplicate"] = "duplicate" if key in self._seen else "accepted"
         if status == "accepted":
             self._seen.add(key)
             self.accepted.append(batch)
@@ -133,7 +134,7 @@ def _handler(collector: FakeCollector) -> type[BaseHTTPRequestHandler]:
 
 
 @pytest.fixture
-def collector() -> object:
+def collector() -> Iterator[FakeCollector]:
     server = FakeCollector()
     server.start()
     yield server
