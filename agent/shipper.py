@@ -127,16 +127,7 @@ class Shipper:
         self._labels = dict(node_labels or {})
         self._rng = rng or random.Random()
         self._endpoint = settings.url.rstrip("/") + "/v1/batches"
-        try:
-            self._spool = Spool(
-                settings.spool_dir,
-                settings.spool_max_bytes,
-                settings.spool_max_age_seconds,
-                stats,
-                clock,
-            )
-        except SpoolError as err:
-            raise ConfigError(f"shipper.spool_dir: {err}") from err
+        self._spool = _open_spool(settings, stats, clock)
         self._client = httpx.Client(transport=transport, timeout=settings.request_timeout_seconds)
         self._seq = 0
         self._gpus: tuple[GpuInfo, ...] = ()
@@ -173,9 +164,7 @@ class Shipper:
                 spool_in = interval
             if send_in > 0:
                 continue
-            with self._send_lock:
-                result = self._send_all(self._settings.request_timeout_seconds, None)
-            failures = failures + 1 if result.failed else 0
+            failures = 0 if self._send_guarded() else failures + 1
             send_in = self._backoff(failures) if failures else spool_in
 
     def close(self) -> None:
@@ -190,6 +179,15 @@ class Shipper:
         finally:
             self._send_lock.release()
             self._client.close()
+
+    def _send_guarded(self) -> bool:
+        """One pass over the spool; True when nothing had to wait. Never raises."""
+        try:
+            with self._send_lock:
+                return not self._send_all(self._settings.request_timeout_seconds, None).failed
+        except Exception:  # the shipping thread must outlive any bug; the spool keeps data
+            log.exception("shipper: unexpected error while sending; retrying later")
+            return False
 
     def _backoff(self, failures: int) -> float:
         s = self._settings
@@ -329,6 +327,14 @@ class Shipper:
             self._token = read_token(self._settings)
         except ConfigError as err:
             log.error("shipper: %s; keeping the previous token", err)
+
+
+def _open_spool(settings: ShipperSettings, stats: AgentStats, clock: Callable[[], float]) -> Spool:
+    s = settings
+    try:
+        return Spool(s.spool_dir, s.spool_max_bytes, s.spool_max_age_seconds, stats, clock)
+    except SpoolError as err:
+        raise ConfigError(f"shipper.spool_dir: {err}") from err
 
 
 def _is_ack_for(content: bytes, boot_id: str, seq: int) -> bool:
