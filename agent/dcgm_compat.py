@@ -1,0 +1,354 @@
+"""dcgm-exporter 4.8.x names, units and labels, so dashboards built for it work unmodified.
+
+Each ``DcgmSpec`` is one DCGM field as dcgm-exporter exposes it: the field name verbatim,
+DCGM's unit (MHz, MiB, mJ, %: converted here from our SI samples), and the help string of
+its default counters file. A field is emitted only for GPUs where we have a value.
+
+Labels follow dcgm-exporter's GPU template: ``gpu``, ``UUID``, ``pci_bus_id``, ``device``
+(``nvidia<gpu>``), ``modelName``, ``GPU_I_PROFILE`` and ``GPU_I_ID`` (MIG instances only),
+``Hostname``, the label field ``DCGM_FI_DRIVER_VERSION``, and ``pod``, ``namespace``,
+``container`` (the GPU's primary Kubernetes workload) and ``hpc_job`` (its Slurm job). Labels
+that do not apply are empty strings, which Prometheus stores as absent. As in dcgm-exporter,
+a MIG instance's ``gpu`` and ``UUID`` are its parent's. dcgm-exporter 4.8.3 renamed
+``Hostname`` to ``hostname``; we keep the name used from 2.x to 4.8.2.
+
+Differences from dcgm-exporter, on purpose:
+
+- Device-level fields (power, energy, clocks, temperature) appear once, on the physical
+  GPU's series, never copied onto every MIG instance (dcgm-exporter repeats the parent's
+  value per instance, so sums double count).
+- dcgm-exporter declares its counters without ``_total``; prometheus_client only emits
+  ``_total`` counters, so these families are exposed *untyped* under their exact names.
+  PromQL (``rate``, ``increase``) treats them the same.
+- Only the primary workload labels a shared GPU (dcgm-exporter's default, non-virtual mode).
+
+Default counters we cannot produce (see ``UNSUPPORTED``) are left out rather than faked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal, NamedTuple
+
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric, UnknownMetricFamily
+
+from agent.model import GpuInfo, GpuSample, Workload, WorkloadKind
+
+MIB = 1024 * 1024
+
+DCGM_LABELS: tuple[str, ...] = (
+    "gpu",
+    "UUID",
+    "pci_bus_id",
+    "device",
+    "modelName",
+    "GPU_I_PROFILE",
+    "GPU_I_ID",
+    "Hostname",
+    "DCGM_FI_DRIVER_VERSION",
+    "pod",
+    "namespace",
+    "container",
+    "hpc_job",
+)
+XID_LABELS: tuple[str, ...] = (*DCGM_LABELS, "err_code", "err_msg")
+
+
+@dataclass(frozen=True)
+class DcgmSpec:
+    name: str
+    #: dcgm-exporter's declared type; counters are exposed untyped (see module doc)
+    type: Literal["gauge", "counter"]
+    #: DCGM's unit for the value ("MHz", "C", "W", "mJ", "%", "MiB", "ratio", "")
+    unit: str
+    help: str
+    labels: tuple[str, ...] = DCGM_LABELS
+    #: False for DCGM_FI_DEV_*_UTIL fields, which DCGM does not report for MIG instances
+    on_mig: bool = True
+
+
+class DcgmInput(NamedTuple):
+    """One GPU or MIG instance with a sample, as the exporter hands it over."""
+
+    info: GpuInfo
+    #: the physical GPU of a MIG instance (None for a whole GPU or an unknown parent)
+    parent: GpuInfo | None
+    sample: GpuSample
+    workload: Workload | None
+    #: the latest XID code seen since the agent started
+    last_xid: int | None
+
+
+def _ratio_to_percent(value: float | None) -> float | None:
+    return None if value is None else value * 100.0
+
+
+def _mib(value: int | None) -> float | None:
+    return None if value is None else float(value // MIB)
+
+
+def _fb_free(sample: GpuSample) -> float | None:
+    total, used = sample.memory_total_bytes, sample.memory_used_bytes
+    if total is None or used is None:
+        return None
+    return float(max(total - used - (sample.memory_reserved_bytes or 0), 0) // MIB)
+
+
+def _scaled(value: float | None, factor: float) -> float | None:
+    return None if value is None else value * factor
+
+
+def _sm_active(sample: GpuSample) -> float | None:
+    # the coarse counter ("a kernel was running") overstates SM activity: never pass it off
+    return None if sample.activity_coarse else sample.sm_activity
+
+
+DCGM_METRICS: tuple[DcgmSpec, ...] = (
+    DcgmSpec("DCGM_FI_DEV_SM_CLOCK", "gauge", "MHz", "SM clock frequency (in MHz)."),
+    DcgmSpec("DCGM_FI_DEV_MEM_CLOCK", "gauge", "MHz", "Memory clock frequency (in MHz)."),
+    DcgmSpec("DCGM_FI_DEV_MEMORY_TEMP", "gauge", "C", "Memory temperature (in C)."),
+    DcgmSpec("DCGM_FI_DEV_GPU_TEMP", "gauge", "C", "GPU temperature (in C)."),
+    DcgmSpec("DCGM_FI_DEV_POWER_USAGE", "gauge", "W", "Power draw (in W)."),
+    DcgmSpec(
+        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+        "counter",
+        "mJ",
+        "Total energy consumption since boot (in mJ).",
+    ),
+    DcgmSpec("DCGM_FI_DEV_GPU_UTIL", "gauge", "%", "GPU utilization (in %).", on_mig=False),
+    DcgmSpec("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "%", "Memory utilization (in %).", on_mig=False),
+    DcgmSpec(
+        "DCGM_FI_DEV_XID_ERRORS",
+        "gauge",
+        "",
+        "Value of the last XID error encountered.",
+        labels=XID_LABELS,
+    ),
+    DcgmSpec("DCGM_FI_DEV_FB_FREE", "gauge", "MiB", "Framebuffer memory free (in MiB)."),
+    DcgmSpec("DCGM_FI_DEV_FB_USED", "gauge", "MiB", "Framebuffer memory used (in MiB)."),
+    DcgmSpec("DCGM_FI_DEV_FB_RESERVED", "gauge", "MiB", "Framebuffer memory reserved (in MiB)."),
+    DcgmSpec(
+        "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+        "counter",
+        "",
+        "Number of remapped rows for uncorrectable errors",
+    ),
+    DcgmSpec(
+        "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
+        "counter",
+        "",
+        "Number of remapped rows for correctable errors",
+    ),
+    DcgmSpec(
+        "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
+        "counter",
+        "",
+        "Total number of single-bit volatile ECC errors.",
+    ),
+    DcgmSpec(
+        "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+        "counter",
+        "",
+        "Total number of double-bit volatile ECC errors.",
+    ),
+    DcgmSpec(
+        "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
+        "gauge",
+        "",
+        "Current clock event reasons (bitmask of DCGM_CLOCKS_EVENT_REASON_*).",
+    ),
+    DcgmSpec(
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+        "gauge",
+        "ratio",
+        "Ratio of time the graphics engine is active.",
+    ),
+    DcgmSpec(
+        "DCGM_FI_PROF_SM_ACTIVE",
+        "gauge",
+        "ratio",
+        "The ratio of cycles an SM has at least 1 warp assigned.",
+    ),
+    DcgmSpec(
+        "DCGM_FI_PROF_SM_OCCUPANCY",
+        "gauge",
+        "ratio",
+        "The ratio of number of warps resident on an SM.",
+    ),
+    DcgmSpec(
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+        "gauge",
+        "ratio",
+        "Ratio of cycles the tensor (HMMA) pipe is active.",
+    ),
+    DcgmSpec(
+        "DCGM_FI_PROF_DRAM_ACTIVE",
+        "gauge",
+        "ratio",
+        "Ratio of cycles the device memory interface is active sending or receiving data.",
+    ),
+)
+
+#: how each field is computed from a sample (SI units in, DCGM units out).
+#: GPU_UTIL, MEM_COPY_UTIL, GR_ENGINE_ACTIVE and DRAM_ACTIVE come from our activity ratios
+#: whichever way they were measured: exact for NVML's coarse counters (the numbers DCGM
+#: reads), and SM / DRAM-bandwidth utilisation from GPM on Hopper+, which is at most the
+#: engine-busy figure. SM_ACTIVE and SM_OCCUPANCY come from GPM only.
+_VALUES: dict[str, Callable[[GpuSample], float | None]] = {
+    "DCGM_FI_DEV_SM_CLOCK": lambda s: _scaled(s.sm_clock_hertz, 1e-6),
+    "DCGM_FI_DEV_MEM_CLOCK": lambda s: _scaled(s.memory_clock_hertz, 1e-6),
+    "DCGM_FI_DEV_MEMORY_TEMP": lambda s: s.memory_temperature_celsius,
+    "DCGM_FI_DEV_GPU_TEMP": lambda s: s.temperature_celsius,
+    "DCGM_FI_DEV_POWER_USAGE": lambda s: s.power_watts,
+    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": lambda s: _scaled(s.energy_joules, 1e3),
+    "DCGM_FI_DEV_GPU_UTIL": lambda s: _ratio_to_percent(s.sm_activity),
+    "DCGM_FI_DEV_MEM_COPY_UTIL": lambda s: _ratio_to_percent(s.dram_activity),
+    "DCGM_FI_DEV_FB_FREE": _fb_free,
+    "DCGM_FI_DEV_FB_USED": lambda s: _mib(s.memory_used_bytes),
+    "DCGM_FI_DEV_FB_RESERVED": lambda s: _mib(s.memory_reserved_bytes),
+    "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": lambda s: s.remapped_rows_uncorrectable,
+    "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS": lambda s: s.remapped_rows_correctable,
+    "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL": lambda s: s.ecc_corrected_total,
+    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": lambda s: s.ecc_uncorrected_total,
+    "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": lambda s: s.throttle_reasons,
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE": lambda s: s.sm_activity,
+    "DCGM_FI_PROF_SM_ACTIVE": _sm_active,
+    "DCGM_FI_PROF_SM_OCCUPANCY": lambda s: s.sm_occupancy,
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": lambda s: s.tensor_activity,
+    "DCGM_FI_PROF_DRAM_ACTIVE": lambda s: s.dram_activity,
+}
+
+#: active rows of dcgm-exporter's default counters file that we do not emit, and why
+UNSUPPORTED: dict[str, str] = {
+    "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": "the agent does not read the PCIe replay counter",
+    "DCGM_FI_DEV_ENC_UTIL": "the agent does not read encoder utilisation",
+    "DCGM_FI_DEV_DEC_UTIL": "the agent does not read decoder utilisation",
+    "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": "the agent does not read NVLink counters",
+    "DCGM_FI_DEV_VGPU_LICENSE_STATUS": "vGPU licensing is out of scope (no vGPU support)",
+    "DCGM_FI_DEV_ROW_REMAP_FAILURE": "GpuSample has remap pending, not remap failure",
+    "DCGM_FI_PROF_PCIE_TX_BYTES": "the agent does not read PCIe throughput",
+    "DCGM_FI_PROF_PCIE_RX_BYTES": "the agent does not read PCIe throughput",
+}
+
+#: a few XID codes' meanings, from NVIDIA's XID catalogue; others get an empty err_msg
+XID_MESSAGES: dict[int, str] = {
+    0: "No Error",
+    13: "Graphics Engine Exception",
+    31: "GPU memory page fault",
+    43: "GPU stopped processing",
+    45: "Preemptive cleanup, due to previous errors",
+    48: "Double Bit ECC Error",
+    63: "ECC page retirement or row remapping recording event",
+    64: "ECC page retirement or row remapper recording failure",
+    74: "NVLINK Error",
+    79: "GPU has fallen off the bus",
+    92: "High single-bit ECC error rate",
+    94: "Contained ECC error",
+    95: "Uncontained ECC error",
+    119: "GSP RPC Timeout",
+    120: "GSP Error",
+}
+
+
+def dcgm_label_values(node: str, item: DcgmInput) -> tuple[str, ...]:
+    """Values of DCGM_LABELS for one GPU or MIG instance."""
+    info, physical = item.info, item.parent or item.info
+    mig = info.mig_parent_uuid is not None
+    gpu = str(physical.index)
+    workload = item.workload
+    pod = workload if workload and workload.kind is WorkloadKind.KUBERNETES_POD else None
+    job = workload.slurm_job_id if workload else None
+    if workload and workload.kind is WorkloadKind.SLURM_JOB:
+        job = job or workload.id
+    return (
+        gpu,
+        info.mig_parent_uuid or info.uuid,
+        info.pci_bus_id or physical.pci_bus_id or "",
+        f"nvidia{gpu}",
+        physical.name,
+        (info.mig_profile or "") if mig else "",
+        _gpu_instance_id(info) if mig else "",
+        node,
+        info.driver_version or physical.driver_version or "",
+        (pod.name or "") if pod else "",
+        (pod.namespace or "") if pod else "",
+        (pod.container or "") if pod else "",
+        job or "",
+    )
+
+
+def _gpu_instance_id(info: GpuInfo) -> str:
+    # GpuInfo has no GPU-instance id yet (a field ``mig_gpu_instance_id`` is proposed);
+    # until it does, the MIG UUID stands in: unique, so two instances of one profile on
+    # one GPU never collapse into one series, and never a made-up number.
+    value = getattr(info, "mig_gpu_instance_id", None)
+    return info.uuid if value is None else str(value)
+
+
+def dcgm_descriptions() -> list[Metric]:
+    """Empty families for ``Collector.describe``."""
+    return [_family(spec) for spec in DCGM_METRICS]
+
+
+def dcgm_families(
+    node: str, items: Sequence[DcgmInput], on_error: Callable[[str, str], None]
+) -> list[Metric]:
+    """One family per DCGM field that has a value for at least one GPU.
+
+    A field that fails for one GPU is skipped for that GPU and reported through
+    ``on_error(gpu_uuid, field_name)``.
+    """
+    labelled = [(item, dcgm_label_values(node, item)) for item in items]
+    families: list[Metric] = []
+    for spec in DCGM_METRICS:
+        family = _family(spec)
+        seen: set[tuple[str, ...]] = set()
+        for item, labels in labelled:
+            try:
+                row = _row(spec, item, labels)
+            except Exception:
+                on_error(item.info.uuid, spec.name)
+                continue
+            if row is None:
+                continue
+            if row[0] in seen:  # a duplicate series would make Prometheus reject the scrape
+                on_error(item.info.uuid, spec.name)
+                continue
+            seen.add(row[0])
+            family.add_metric(list(row[0]), row[1])
+        if family.samples:
+            families.append(family)
+    return families
+
+
+_Row = tuple[tuple[str, ...], float]
+
+
+def _row(spec: DcgmSpec, item: DcgmInput, labels: tuple[str, ...]) -> _Row | None:
+    if not spec.on_mig and item.info.mig_parent_uuid is not None:
+        return None
+    if spec.name == "DCGM_FI_DEV_XID_ERRORS":
+        return _xid_row(item, labels)
+    value = _VALUES[spec.name](item.sample)
+    if value is None:
+        return None
+    number = float(value)
+    if number != number or number in (float("inf"), float("-inf")):
+        raise ValueError(f"{spec.name}: not a finite number: {value!r}")
+    return labels, number
+
+
+def _xid_row(item: DcgmInput, labels: tuple[str, ...]) -> _Row | None:
+    xid = item.last_xid
+    if xid is None and not item.sample.healthy:
+        return None  # a lost GPU cannot tell us it had no XID
+    code = xid or 0
+    return (*labels, str(code), XID_MESSAGES.get(code, "")), float(code)
+
+
+def _family(spec: DcgmSpec) -> GaugeMetricFamily | UnknownMetricFamily:
+    labels = list(spec.labels)
+    if spec.type == "counter":
+        return UnknownMetricFamily(spec.name, spec.help, labels=labels)
+    return GaugeMetricFamily(spec.name, spec.help, labels=labels)
