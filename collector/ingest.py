@@ -1,0 +1,266 @@
+"""Decoding and validating what agents POST to ``/v1/batches``.
+
+Pure functions over bytes and plain data; the HTTP edge (app.py) turns ``IngestError``
+into a status code and a JSON body naming the offending field.
+
+A batch with any bad sample is refused as a whole (422), not trimmed: the agent drops a
+refused batch and counts it, so "everything acknowledged was applied" stays true with no
+partial acknowledgements to reconcile. One node's bad batch never reaches the backend,
+so it cannot touch another node's state.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import msgspec
+
+from agent.model import SCHEMA_VERSION, Batch, GpuInfo, GpuSample, ProcessSample
+from collector.api import IngestError, RejectReason
+from collector.config import IngestSettings
+
+#: validation stops collecting problems after this many (the batch is refused anyway)
+MAX_REJECTIONS = 20
+
+_RATIO_FIELDS = ("sm_activity", "sm_occupancy", "tensor_activity", "dram_activity")
+_NON_NEGATIVE_FIELDS = (
+    "power_watts",
+    "energy_joules",
+    "sm_clock_hertz",
+    "memory_clock_hertz",
+    "memory_used_bytes",
+    "memory_total_bytes",
+    "memory_reserved_bytes",
+    "throttle_reasons",
+    "ecc_corrected_total",
+    "ecc_uncorrected_total",
+    "remapped_rows_correctable",
+    "remapped_rows_uncorrectable",
+)
+_FINITE_FIELDS = ("temperature_celsius", "memory_temperature_celsius")
+_PATH = re.compile(r" - at `(\$[^`]*)`")
+
+
+class _Versioned(msgspec.Struct):
+    schema_version: int
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """One problem in a batch: the field as a JSON path, its value, the GPU it belongs to."""
+
+    reason: RejectReason
+    field: str
+    message: str
+    gpu_uuid: str | None = None
+
+
+def decode_batch(body: bytes, content_encoding: str | None, max_body_bytes: int) -> Batch:
+    """Decompress (gzip or identity) and decode a batch; IngestError names what is wrong."""
+    return parse_batch(decompress(body, content_encoding, max_body_bytes))
+
+
+def decompress(body: bytes, content_encoding: str | None, max_bytes: int) -> bytes:
+    """The body without its content coding, refused (413) past ``max_bytes`` decompressed.
+
+    Decompression stops one byte past the limit, so a gzip bomb costs at most
+    ``max_bytes`` of memory.
+    """
+    coding = (content_encoding or "identity").strip().lower()
+    if coding in ("gzip", "x-gzip"):
+        data = _gunzip(body, max_bytes)
+    elif coding == "identity":
+        data = body
+    else:
+        raise IngestError(
+            415,
+            f"Content-Encoding {coding!r} is not supported (use gzip or identity)",
+            reason=RejectReason.UNSUPPORTED_MEDIA_TYPE,
+        )
+    if len(data) > max_bytes:
+        raise _too_large(max_bytes)
+    return data
+
+
+def _gunzip(body: bytes, max_bytes: int) -> bytes:
+    out = bytearray()
+    rest = body
+    try:
+        while rest:  # one gzip member per round; concatenated members are valid gzip
+            inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+            out += inflater.decompress(rest, max_bytes + 1 - len(out))
+            if len(out) > max_bytes or inflater.unconsumed_tail:
+                raise _too_large(max_bytes)
+            if not inflater.eof:
+                raise IngestError(422, "gzip body is truncated")
+            rest = inflater.unused_data
+    except zlib.error as err:
+        raise IngestError(422, f"gzip body is corrupt: {err}") from err
+    return bytes(out)
+
+
+def _too_large(max_bytes: int) -> IngestError:
+    return IngestError(
+        413,
+        f"batch is larger than {max_bytes} bytes (decompressed); send smaller batches",
+        reason=RejectReason.TOO_LARGE,
+    )
+
+
+def parse_batch(data: bytes) -> Batch:
+    """Decode JSON into a Batch, checking the schema version before the fields."""
+    try:
+        version = msgspec.json.decode(data, type=_Versioned).schema_version
+    except msgspec.ValidationError as err:
+        raise _decode_error(err) from err
+    except msgspec.DecodeError as err:
+        raise IngestError(422, f"body is not valid JSON: {err}") from err
+    if version != SCHEMA_VERSION:
+        raise _schema_error(version)
+    try:
+        return msgspec.json.decode(data, type=Batch)
+    except msgspec.ValidationError as err:
+        raise _decode_error(err) from err
+    except msgspec.DecodeError as err:  # pragma: no cover - the first decode saw valid JSON
+        raise IngestError(422, f"body is not valid JSON: {err}") from err
+
+
+def _decode_error(err: msgspec.ValidationError) -> IngestError:
+    match = _PATH.search(str(err))
+    return IngestError(422, str(err), match.group(1) if match else None)
+
+
+def _schema_error(version: int) -> IngestError:
+    return IngestError(
+        422,
+        f"schema_version {version} is not supported; this collector speaks {SCHEMA_VERSION}",
+        "$.schema_version",
+        RejectReason.SCHEMA_VERSION,
+    )
+
+
+def validate_batch(batch: Batch, now: float, settings: IngestSettings) -> list[Rejection]:
+    """Every problem in a decoded batch (at most MAX_REJECTIONS); empty when it is fine.
+
+    ``now`` is the collector's clock. Checks: schema version; identity fields; finite,
+    non-negative power, energy, clocks and counters; activities in [0, 1]; timestamps
+    within the configured tolerances; every sample's GPU listed in ``batch.gpus``.
+    """
+    problems: list[Rejection] = []
+    for problem in _batch_problems(batch, now, settings):
+        problems.append(problem)
+        if len(problems) >= MAX_REJECTIONS:
+            break
+    return problems
+
+
+def rejection_error(problems: list[Rejection]) -> IngestError:
+    """The IngestError (422) for a non-empty list of problems: the first one, and a count."""
+    first = problems[0]
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return IngestError(422, first.message + more, first.field, first.reason)
+
+
+def _batch_problems(batch: Batch, now: float, settings: IngestSettings) -> Iterator[Rejection]:
+    if batch.schema_version != SCHEMA_VERSION:
+        err = _schema_error(batch.schema_version)
+        yield Rejection(RejectReason.SCHEMA_VERSION, "$.schema_version", err.message)
+    for name in ("node", "agent_boot_id"):
+        if not getattr(batch, name):
+            yield _invalid(f"$.{name}", "", None, "must not be empty")
+    if batch.seq < 0:
+        yield _invalid("$.seq", batch.seq, None, "must be >= 0")
+    if not math.isfinite(batch.sent_at):
+        yield _invalid("$.sent_at", batch.sent_at, None, "must be a finite number")
+    known: set[str] = set()
+    for i, info in enumerate(batch.gpus):
+        yield from _gpu_problems(f"$.gpus[{i}]", info, known)
+        known.add(info.uuid)
+    for i, sample in enumerate(batch.samples):
+        yield from _sample_problems(f"$.samples[{i}]", sample, known, now, settings)
+
+
+def _gpu_problems(path: str, info: GpuInfo, seen: set[str]) -> Iterator[Rejection]:
+    if not info.uuid:
+        yield _invalid(f"{path}.uuid", "", None, "must not be empty")
+    elif info.uuid in seen:
+        yield _invalid(f"{path}.uuid", info.uuid, info.uuid, "is listed twice")
+    for name in ("power_limit_watts", "memory_total_bytes", "index"):
+        yield from _non_negative(path, name, getattr(info, name), info.uuid)
+
+
+def _sample_problems(
+    path: str, sample: GpuSample, known: set[str], now: float, settings: IngestSettings
+) -> Iterator[Rejection]:
+    uuid = sample.gpu_uuid
+    if uuid not in known:
+        yield Rejection(
+            RejectReason.UNKNOWN_GPU,
+            f"{path}.gpu_uuid",
+            f"{path}.gpu_uuid: unknown GPU {uuid!r} (not listed in $.gpus)",
+            uuid,
+        )
+    yield from _timestamp_problems(path, sample, now, settings)
+    for name in _RATIO_FIELDS:
+        yield from _ratio(path, name, getattr(sample, name), uuid)
+    for name in _NON_NEGATIVE_FIELDS:
+        yield from _non_negative(path, name, getattr(sample, name), uuid)
+    for name in _FINITE_FIELDS:
+        value = getattr(sample, name)
+        if value is not None and not math.isfinite(value):
+            yield _invalid(f"{path}.{name}", value, uuid, "must be a finite number")
+    for j, process in enumerate(sample.processes):
+        yield from _process_problems(f"{path}.processes[{j}]", process, uuid)
+
+
+def _timestamp_problems(
+    path: str, sample: GpuSample, now: float, settings: IngestSettings
+) -> Iterator[Rejection]:
+    field, value, uuid = f"{path}.timestamp", sample.timestamp, sample.gpu_uuid
+    if not math.isfinite(value):
+        yield _invalid(field, value, uuid, "must be a finite number")
+    elif value > now + settings.future_tolerance_seconds:
+        yield Rejection(
+            RejectReason.FUTURE_TIMESTAMP,
+            field,
+            f"{field} = {value!r} (GPU {uuid}) is {value - now:.0f} s ahead of the collector's "
+            f"clock (tolerance {settings.future_tolerance_seconds:g} s); check the node's clock",
+            uuid,
+        )
+    elif value < now - settings.past_tolerance_seconds:
+        yield Rejection(
+            RejectReason.PAST_TIMESTAMP,
+            field,
+            f"{field} = {value!r} (GPU {uuid}) is {now - value:.0f} s old "
+            f"(tolerance {settings.past_tolerance_seconds:g} s)",
+            uuid,
+        )
+
+
+def _process_problems(path: str, process: ProcessSample, uuid: str) -> Iterator[Rejection]:
+    yield from _non_negative(path, "pid", process.pid, uuid)
+    yield from _non_negative(path, "used_memory_bytes", process.used_memory_bytes, uuid)
+    yield from _ratio(path, "sm_share", process.sm_share, uuid)
+
+
+def _ratio(path: str, name: str, value: float | None, uuid: str) -> Iterator[Rejection]:
+    if value is not None and not 0.0 <= value <= 1.0:  # NaN fails both comparisons
+        yield _invalid(f"{path}.{name}", value, uuid, "must be between 0 and 1")
+
+
+def _non_negative(
+    path: str, name: str, value: float | None, uuid: str | None
+) -> Iterator[Rejection]:
+    if value is not None and not 0 <= value < math.inf:  # NaN fails both comparisons
+        yield _invalid(f"{path}.{name}", value, uuid, "must be a finite number >= 0")
+
+
+def _invalid(field: str, value: object, uuid: str | None, rule: str) -> Rejection:
+    gpu = f" (GPU {uuid})" if uuid else ""
+    return Rejection(
+        RejectReason.INVALID_VALUE, field, f"{field} = {value!r}{gpu}: {rule}", gpu_uuid=uuid
+    )
