@@ -82,6 +82,8 @@ class GpuInfo(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     pci_bus_id: str | None = None
     mig_parent_uuid: str | None = None
     mig_profile: str | None = None
+    #: the MIG GPU instance id (nvmlDeviceGetGpuInstanceId) for MIG instances
+    mig_gpu_instance_id: int | None = None
     driver_version: str | None = None
     cuda_version: str | None = None
     power_limit_watts: float | None = None
