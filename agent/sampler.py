@@ -1,4 +1,4 @@
-"""The sampling loop: read every GPU, attribute it, keep the latest for scrapes, hand to the shipper."""
+"""The sampling loop: read every GPU, attribute it, keep the latest, hand it to the shipper."""
 
 from __future__ import annotations
 
