@@ -68,6 +68,7 @@ def detect_idle_episodes(
     of the series, it ends at its last idle sample + min(typical step, stale_after): the
     last reading is credited for one sampling step, never for the gap. With ``ongoing``
     (a live series) an episode still running at the end of the series has ``end=None``.
+    A lone sample gives no step, so a closed episode of zero length is dropped.
     """
     ordered = sorted(points, key=lambda p: p[0])
     step = min(typical_step_seconds([t for t, _ in ordered], stale_after_seconds),
@@ -88,7 +89,7 @@ def detect_idle_episodes(
     if start is not None:
         end = None if ongoing else last + step
         episodes.append(IdleEpisode(gpu_uuid, node, start, end, workload_key))
-    return episodes
+    return [e for e in episodes if e.end is None or e.end > e.start]
 
 
 def longest_run_seconds(episodes: Sequence[IdleEpisode], now: float) -> float:

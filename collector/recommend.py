@@ -15,6 +15,7 @@ from collector import recommend_rules as rules
 from collector.carbon import CarbonContext
 from collector.config import AnalysisSettings
 from collector.cost import PriceBook
+from collector.recommend_rightsize import right_size
 from collector.recommend_rules import RecommendPolicy
 from collector.records import (
     GpuView,
@@ -49,7 +50,7 @@ def evaluate(
     desired = [
         *rules.release_idle(gpus, ctx),
         *rules.scale_down(gpus, ctx),
-        *rules.right_size(profiles, ctx),
+        *right_size(profiles, ctx),
         *rules.pricing_plan(models, ctx),
     ]
     return sorted(desired, key=lambda r: r.id)
