@@ -146,7 +146,9 @@ class PodResourcesCache:
     def _on_failure(self, now: float, err: PodResourcesUnavailable) -> None:
         missing = not self._client.socket_path.exists()
         if self._failures == 0:
-            log.warning(
+            # a node without Kubernetes has no socket: worth a line, not a warning
+            log.log(
+                logging.INFO if missing else logging.WARNING,
                 "kubelet pod-resources unavailable (%s); attributing GPUs from /proc, "
                 "Slurm mapping files and manual labels until it answers",
                 err,

@@ -233,7 +233,7 @@ def test_absent_socket_falls_back_to_other_methods_and_logs_once(
     clock = FakeClock()
     manual = {G3: {"name": "render-farm", "team": "vfx"}}
     attributor = Attributor(settings(tmp_path, manual=manual), monotonic=clock)
-    with caplog.at_level(logging.WARNING):
+    with caplog.at_level(logging.INFO):
         for _ in range(4):
             result = by_gpu(attributor.annotate(node_gpus(), [sample(G0, 2001), sample(G3)]))
             clock.now += 6.0
@@ -243,7 +243,10 @@ def test_absent_socket_falls_back_to_other_methods_and_logs_once(
     assert [r.name for r in caplog.records].count("agent.attribution_kubelet") == 1
 
 
-def test_failing_kubelet_backs_off_then_recovers(tmp_path: Path) -> None:
+def test_failing_kubelet_backs_off_then_recovers(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="agent.attribution_kubelet")
     clock = FakeClock()
     stats = AgentStats()
     with serve_kubelet(tmp_path / "kubelet.sock", FakeKubelet(NODE_PODS)) as kubelet:
@@ -262,6 +265,8 @@ def test_failing_kubelet_backs_off_then_recovers(tmp_path: Path) -> None:
         attributor.close()
     assert keys(result[0].workloads) == ["pod:ml/trainer-0"]
     assert stats.snapshot().field_errors_total == {("", "attribution_kubelet"): 2}
+    # one warning for the outage (not one per failed try), one line when it ends
+    assert [r.levelname for r in caplog.records] == ["WARNING", "INFO"]
 
 
 def test_process_cgroup_joins_the_pod_resources_name_through_hostname(tmp_path: Path) -> None:
