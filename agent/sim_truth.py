@@ -26,6 +26,11 @@ class GroundTruth:
             raise KeyError(f"no simulated GPU {gpu_uuid!r}") from None
 
     @property
+    def gpu_uuids(self) -> list[str]:
+        """Every GPU covered, nodes in order, GPUs in index order."""
+        return list(self._gpus)
+
+    @property
     def jobs(self) -> list[SimJob]:
         """Every job placed on these GPUs, once each, in placement order."""
         seen: dict[tuple[str, str], SimJob] = {}

@@ -103,12 +103,12 @@ def test_power_stays_between_idle_floor_and_tdp(fleet: SimulatedFleet) -> None:
 
 def test_workload_energy_plus_free_energy_sums_to_gpu_energy(fleet: SimulatedFleet) -> None:
     t0, t1 = T0 + 100.0, T0 + 6 * HOUR
-    total_gpu = sum(fleet.true_energy_joules(u, t0, t1) for u in fleet._gpus)
+    total_gpu = sum(fleet.true_energy_joules(u, t0, t1) for u in fleet.gpu_uuids)
     total_workloads = sum(fleet.true_workload_energy_joules(j.workload.key, t0, t1)
                           for j in fleet.jobs)  # fmt: skip
     free = 0.0
-    for uuid, gpu in fleet._gpus.items():
-        for a, b in _free_spans(gpu.jobs, t0, t1):
+    for uuid in fleet.gpu_uuids:
+        for a, b in _free_spans(tuple(fleet.gpu(uuid).jobs), t0, t1):
             free += fleet.true_energy_joules(uuid, a, b)
     assert total_workloads + free == pytest.approx(total_gpu, rel=1e-12)
     assert free > 0.0
