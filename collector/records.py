@@ -61,6 +61,9 @@ class Interval:
     energy_joules: float
     energy_estimated: bool
     shares: dict[WorkloadRef, float] = field(default_factory=dict)
+    #: readings of the starting sample, for right-sizing statistics
+    memory_used_bytes: int | None = None
+    sm_activity: float | None = None
 
     @property
     def seconds(self) -> float:

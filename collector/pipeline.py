@@ -1,0 +1,283 @@
+"""The collector's stateful heart: ingest -> per-GPU order -> intervals -> accounting -> ledger.
+
+One ``Pipeline`` owns the in-memory fleet state. ``ingest`` makes a batch durable (the ledger
+acknowledges it) and buffers its samples; ``tick`` applies every sample that is past the
+reorder window, accounts the intervals (energy, idle, cost, carbon per GPU and workload),
+commits the deltas and the GPUs' cursors in one transaction, and re-evaluates the
+recommendations when due. After a crash, ``restore`` rebuilds the state from the ledger:
+cursors say what was applied; pending batches hold what was acknowledged but not applied.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Collection
+
+import msgspec
+
+from agent.model import Batch, BatchAck, GpuInfo, GpuSample
+from collector import reports
+from collector.accounting import Accountant
+from collector.api import FleetTotals, HealthReport, RejectReason, WorkloadReport
+from collector.carbon import CarbonContext
+from collector.config import CollectorSettings
+from collector.fleet import FleetRules, TrackedGpu
+from collector.ingest_stats import IngestStats
+from collector.ledger import GpuCursor, Ledger, LedgerError, LedgerWrite
+from collector.recommend import RecommendPolicy, evaluate, reconcile
+from collector.records import GpuView, Recommendation, RecommendationStatus
+
+log = logging.getLogger(__name__)
+_SAMPLE_DECODER = msgspec.json.Decoder(GpuSample)
+_BATCH_DECODER = msgspec.json.Decoder(Batch)
+
+
+class Pipeline:
+    def __init__(
+        self,
+        settings: CollectorSettings,
+        ledger: Ledger,
+        accountant: Accountant,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings
+        self.ledger = ledger
+        self.accountant = accountant
+        self.clock = clock
+        self.stats = IngestStats()
+        self.rules = FleetRules(
+            idle_threshold=settings.analysis.idle_threshold,
+            stale_after_seconds=settings.analysis.stale_after_seconds,
+            reorder_window_seconds=settings.ingest.reorder_window_seconds,
+        )
+        self._lock = threading.RLock()
+        self._gpus: dict[str, TrackedGpu] = {}
+        self._node_labels: dict[str, dict[str, str]] = {}
+        #: pending batch id -> {gpu uuid: newest sample timestamp in that batch}
+        self._pending: dict[int, dict[str, float]] = {}
+        self._policy = RecommendPolicy.default()
+        self._evaluated_at: float | None = None
+        self.restore()
+
+    # -- ingest ---------------------------------------------------------------------------
+
+    def ingest(self, batch: Batch, body: bytes, received_at: float) -> BatchAck:
+        """Make ``batch`` durable and buffer its samples; a repeat is acknowledged, ignored."""
+        started = time.perf_counter()
+        with self._lock:
+            batch_id = self.ledger.record_batch(
+                batch.node, batch.agent_boot_id, batch.seq, received_at, body, len(batch.samples)
+            )
+            if batch_id is None:
+                self.stats.count_batch("duplicate")
+                return BatchAck(
+                    status="duplicate",
+                    node=batch.node,
+                    agent_boot_id=batch.agent_boot_id,
+                    seq=batch.seq,
+                )
+            accepted = self._buffer(batch_id, batch)
+        self.stats.count_batch(
+            "accepted", samples=accepted, seconds=time.perf_counter() - started, at=received_at
+        )
+        return BatchAck(
+            status="accepted",
+            node=batch.node,
+            agent_boot_id=batch.agent_boot_id,
+            seq=batch.seq,
+            samples_accepted=accepted,
+        )
+
+    def _buffer(self, batch_id: int, batch: Batch) -> int:
+        self._node_labels[batch.node] = dict(batch.node_labels)
+        for info in batch.gpus:
+            self._track(info, batch.node)
+        newest: dict[str, float] = {}
+        accepted = 0
+        for sample in batch.samples:
+            gpu = self._gpus.get(sample.gpu_uuid)
+            if gpu is None or not gpu.buffer(sample):
+                self.stats.count_late()
+                continue
+            accepted += 1
+            newest[sample.gpu_uuid] = max(newest.get(sample.gpu_uuid, -math.inf), sample.timestamp)
+        self._pending[batch_id] = newest
+        return accepted
+
+    def _track(self, info: GpuInfo, node: str) -> TrackedGpu:
+        gpu = self._gpus.get(info.uuid)
+        if gpu is None or gpu.info != info or gpu.node != node:
+            model = self.accountant.model_of(info)
+            if gpu is None:
+                gpu = TrackedGpu(info=info, node=node, model=model)
+                self._gpus[info.uuid] = gpu
+            else:  # a GPU moved or its identity changed (driver update): keep its history
+                gpu.info, gpu.node, gpu.model = info, node, model
+        return gpu
+
+    # -- applying -------------------------------------------------------------------------
+
+    def tick(self, flush: bool = False) -> int:
+        """Apply ready samples and commit them; returns the number applied."""
+        with self._lock:
+            write = LedgerWrite()
+            applied = 0
+            for gpu in self._gpus.values():
+                result = gpu.apply_ready(self.rules, flush=flush)
+                if not result.samples:
+                    continue
+                applied += len(result.samples)
+                self.stats.count_late(result.late)
+                self.accountant.account(gpu, result, self._node_labels.get(gpu.node, {}), write)
+                write.cursors[gpu.info.uuid] = self._cursor(gpu)
+                write.gpus[gpu.info.uuid] = self.accountant.gpu_record(gpu)
+            if applied:
+                write.batches_done = self._batches_done()
+                self.ledger.commit(write)
+                for batch_id in write.batches_done:
+                    del self._pending[batch_id]
+            return applied
+
+    def _batches_done(self) -> list[int]:
+        done = []
+        for batch_id, newest in self._pending.items():
+            if all(self._gpus[u].applied_until >= ts for u, ts in newest.items()):
+                done.append(batch_id)
+        return done
+
+    def _cursor(self, gpu: TrackedGpu) -> GpuCursor:
+        assert gpu.last is not None
+        return GpuCursor(
+            gpu_uuid=gpu.info.uuid,
+            applied_until=gpu.last.timestamp,
+            last_sample=msgspec.json.encode(gpu.last),
+            open_episode_start=gpu.episode_start,
+            open_episode_workload=gpu.episode_workload,
+        )
+
+    # -- restart --------------------------------------------------------------------------
+
+    def restore(self) -> None:
+        """Rebuild in-memory state from the ledger after a start or a crash."""
+        with self._lock:
+            cursors = self.ledger.cursors()
+            for record in self.ledger.gpus():
+                info = msgspec.json.decode(record.info_json, type=GpuInfo)
+                gpu = self._track(info, record.node)
+                cursor = cursors.get(info.uuid)
+                if cursor is not None:
+                    gpu.last = _SAMPLE_DECODER.decode(cursor.last_sample)
+                    gpu.newest = gpu.last
+                    gpu.episode_start = cursor.open_episode_start
+                    gpu.episode_workload = cursor.open_episode_workload
+            replayed = 0
+            for batch_id, body in self.ledger.pending_batches():
+                replayed += self._buffer(batch_id, _BATCH_DECODER.decode(body))
+            if replayed:
+                log.info("restored %d acknowledged samples not yet applied", replayed)
+
+    # -- views ----------------------------------------------------------------------------
+
+    def fleet(self, now: float | None = None) -> list[GpuView]:
+        at = self.clock() if now is None else now
+        with self._lock:
+            views = [gpu.view(at, self.rules) for gpu in self._gpus.values()]
+        return sorted(views, key=lambda v: (v.node, v.index, v.uuid))
+
+    def buffered_samples(self) -> int:
+        with self._lock:
+            return sum(gpu.buffered for gpu in self._gpus.values())
+
+    # -- recommendations -------------------------------------------------------------------
+
+    def evaluate_if_due(self, now: float | None = None) -> list[Recommendation]:
+        """Re-evaluate recommendations when an evaluation interval has passed (event time)."""
+        at = self.clock() if now is None else now
+        interval = self.settings.analysis.evaluation_interval_seconds
+        if self._evaluated_at is not None and at - self._evaluated_at < interval:
+            return []
+        return self.evaluate(at)
+
+    def evaluate(self, now: float) -> list[Recommendation]:
+        """Compute the desired recommendations, reconcile with the stored ones, store changes."""
+        analysis = self.settings.analysis
+        lookback = now - analysis.pricing_lookback_seconds
+        desired = evaluate(
+            self.fleet(now),
+            self.ledger.workload_profiles(now),
+            self.ledger.model_usage(lookback, now),
+            self.accountant.prices,
+            self._carbon_context(now),
+            analysis,
+            now,
+            self._policy,
+        )
+        changed = reconcile(
+            self.ledger.recommendations(None), desired, now, analysis.resolve_after_seconds
+        )
+        if changed:
+            self.ledger.upsert_recommendations(changed)
+        self._evaluated_at = now
+        return changed
+
+    def _carbon_context(self, now: float) -> CarbonContext:
+        default = self.accountant.intensity_at(self.accountant.carbon.region, now)
+        per_node = {
+            node: self.accountant.intensity_at(self.accountant.region_of(node, labels), now)
+            for node, labels in self._node_labels.items()
+        }
+        return CarbonContext(self.accountant.carbon.pue, default, per_node)
+
+    # -- the CollectorBackend the HTTP edge calls -----------------------------------------
+
+    def record_rejection(self, reason: RejectReason, samples: int) -> None:
+        self.stats.count_rejected(reason, samples)
+
+    def workloads(self, start: float, end: float) -> list[WorkloadReport]:
+        with self._lock:
+            open_episodes = [e for g in self._gpus.values() if (e := g.open_episode())]
+        return reports.workload_reports(
+            self.ledger, start, end, open_episodes, self.accountant.workload_models(),
+            self.accountant.currency,
+        )  # fmt: skip
+
+    def recommendations(
+        self, statuses: Collection[RecommendationStatus] | None
+    ) -> list[Recommendation]:
+        recs = self.ledger.recommendations(statuses)
+        return sorted(recs, key=lambda r: (-r.savings.money_per_month, r.id))
+
+    def dismiss(self, rec_id: str, now: float) -> Recommendation | None:
+        return self.ledger.dismiss_recommendation(rec_id, now)
+
+    def health(self) -> HealthReport:
+        try:
+            self.ledger.cursors()
+            ok, detail = True, ""
+        except LedgerError as err:
+            ok, detail = False, str(err)
+        with self._lock:
+            lag = max(
+                (g.newest.timestamp - g.applied_until for g in self._gpus.values()
+                 if g.newest is not None and g.last is not None),
+                default=0.0,
+            )  # fmt: skip
+        return HealthReport(
+            ledger_ok=ok,
+            last_ingest_at=self.stats.last_ingest_at,
+            lag_seconds=lag,
+            pending_samples=self.buffered_samples(),
+            detail=detail,
+        )
+
+    def fleet_totals(self) -> FleetTotals:
+        models = self.accountant.workload_models()
+        return FleetTotals(
+            currency=self.accountant.currency,
+            waste=tuple(reports.waste_totals(self.ledger, models)),
+            energy=tuple(reports.energy_totals(self.ledger)),
+            ingest=self.stats.snapshot(),
+        )

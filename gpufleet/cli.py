@@ -1,0 +1,43 @@
+"""``gpufleet`` command line: agent, collector, demo, replay, report."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from gpufleet.settings import ConfigError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gpufleet", description=__doc__)
+    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    from gpufleet import agent_main, collector_main, demo, replay_main, report
+
+    for module in (agent_main, collector_main, demo, replay_main, report):
+        module.add_parser(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        result: int = args.run(args)
+    except ConfigError as err:
+        print(f"gpufleet {args.command}: configuration error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,159 @@
+"""``gpufleet collector``: the fleet's brain: ingest, analytics, ledger, API, /metrics."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from apscheduler.schedulers.background import BackgroundScheduler
+from starlette.applications import Starlette
+
+from collector.accounting import Accountant
+from collector.app import create_app
+from collector.auth import load_tokens
+from collector.carbon import HourlyFeed, IntensityTable
+from collector.config import CollectorSettings
+from collector.cost import PriceBook
+from collector.ledger import Ledger
+from collector.pipeline import Pipeline
+from gpufleet.settings import load_settings
+
+log = logging.getLogger("gpufleet.collector")
+
+#: how often (wall seconds) ready samples are applied and committed
+APPLY_EVERY_SECONDS = 1.0
+PRUNE_EVERY_SECONDS = 6 * 3600.0
+
+
+def add_parser(commands: Any) -> None:
+    p = commands.add_parser("collector", help="run the collector", description=__doc__)
+    p.add_argument("--config", type=Path, help="YAML settings file")
+    p.add_argument("--host", help="listen address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="listen port (default 8080)")
+    p.add_argument("--db", help="ledger: SQLite file path (default gpufleet.db)")
+    p.set_defaults(run=run)
+
+
+def settings_from_args(args: argparse.Namespace) -> CollectorSettings:
+    overrides = {"server.host": args.host, "server.port": args.port, "ledger.url": args.db}
+    return load_settings(CollectorSettings, args.config, dict(os.environ), overrides)
+
+
+@dataclass
+class Collector:
+    """Every long-lived object of one collector process."""
+
+    settings: CollectorSettings
+    ledger: Ledger
+    pipeline: Pipeline
+    app: Starlette
+    scheduler: BackgroundScheduler
+
+    def start_jobs(self, apply_every_seconds: float = APPLY_EVERY_SECONDS) -> None:
+        """APScheduler drives applying, recommendation evaluation and retention."""
+        jobs: list[tuple[Callable[[], object], float, str]] = [
+            (self.pipeline.tick, apply_every_seconds, "apply"),
+            (self.pipeline.evaluate_if_due, apply_every_seconds, "evaluate"),
+            (self.prune, PRUNE_EVERY_SECONDS, "prune"),
+        ]
+        for func, seconds, name in jobs:
+            self.scheduler.add_job(
+                _logged(func, name), "interval", seconds=seconds, id=name,
+                max_instances=1, coalesce=True,
+            )  # fmt: skip
+        self.scheduler.start()
+
+    def prune(self) -> None:
+        removed = self.ledger.prune(self.pipeline.clock(), self.settings.ledger.retention_days)
+        log.info("retention: %d old rows removed", removed)
+
+    def stop(self) -> None:
+        if self.scheduler.running:
+            self.scheduler.shutdown(wait=True)
+        self.pipeline.tick(flush=True)
+        self.ledger.close()
+
+
+def _logged(func: Callable[[], object], name: str) -> Callable[[], None]:
+    def job() -> None:
+        try:
+            func()
+        except Exception:  # a failing job must not stop the scheduler
+            log.exception("scheduled job %s failed", name)
+
+    return job
+
+
+def build_collector(
+    settings: CollectorSettings,
+    clock: Callable[[], float] = time.time,
+    tokens: frozenset[str] | None = None,
+) -> Collector:
+    """Wire the real objects: ledger, price book, carbon table, pipeline, app."""
+    prices = (
+        PriceBook.load(settings.pricing.price_book)
+        if settings.pricing.price_book is not None
+        else PriceBook.example()
+    )
+    table = IntensityTable.default()
+    feed = (
+        HourlyFeed.load(settings.carbon.intensity_feed, table, settings.carbon.region)
+        if settings.carbon.intensity_feed is not None
+        else None
+    )
+    accountant = Accountant(prices, table, settings.carbon, feed)
+    ledger = Ledger.open(settings.ledger.url)
+    pipeline = Pipeline(settings, ledger, accountant, clock)
+    app = create_app(
+        pipeline, settings, tokens if tokens is not None else load_tokens(settings.server), clock
+    )
+    return Collector(settings, ledger, pipeline, app, BackgroundScheduler())
+
+
+def serve(collector: Collector, stop: threading.Event | None = None) -> uvicorn.Server:
+    """Run the HTTP server in a background thread; returns it (``should_exit`` stops it)."""
+    server = uvicorn.Server(
+        uvicorn.Config(
+            collector.app,
+            host=collector.settings.server.host,
+            port=collector.settings.server.port,
+            log_level="warning",
+            lifespan="off",
+        )
+    )
+    thread = threading.Thread(target=server.run, name="http", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started and thread.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    if not server.started:
+        raise RuntimeError(
+            f"collector could not listen on {collector.settings.server.host}:"
+            f"{collector.settings.server.port}"
+        )
+    return server
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = settings_from_args(args)
+    collector = build_collector(settings)
+    collector.start_jobs()
+    server = uvicorn.Server(
+        uvicorn.Config(
+            collector.app, host=settings.server.host, port=settings.server.port, lifespan="off"
+        )
+    )
+    log.info("collector on http://%s:%d", settings.server.host, settings.server.port)
+    try:
+        server.run()  # handles SIGTERM/SIGINT
+    finally:
+        collector.stop()
+    return 0
