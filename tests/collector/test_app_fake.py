@@ -8,6 +8,11 @@ import threading
 from collections import Counter
 from collections.abc import Collection
 from dataclasses import dataclass, field, replace
+from typing import Any
+
+import anyio
+import httpx
+from starlette.types import ASGIApp
 
 from agent.model import SCHEMA_VERSION, Batch, BatchAck, GpuInfo, GpuSample, Workload, WorkloadKind
 from collector.api import (
@@ -28,6 +33,28 @@ from collector.records import (
 )
 
 NOW = 1_767_225_600.0  # 2026-01-01T00:00:00Z
+
+
+class AsgiClient:
+    """Calls an ASGI app in-process through httpx's ASGITransport, synchronously: the fast
+    path for checks that need no socket (Starlette's TestClient wants another package)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    def request(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
+        async def call() -> httpx.Response:
+            transport = httpx.ASGITransport(app=self.app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+                return await client.request(method, url, **kwargs)
+
+        return anyio.run(call)
+
+    def get(self, url: str, **kwargs: Any) -> httpx.Response:
+        return self.request("GET", url, **kwargs)
+
+    def post(self, url: str, **kwargs: Any) -> httpx.Response:
+        return self.request("POST", url, **kwargs)
 
 
 def make_batch(
