@@ -10,6 +10,7 @@ cursors say what was applied; pending batches hold what was acknowledged but not
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import threading
@@ -238,7 +239,12 @@ class Pipeline:
 
     def workloads(self, start: float, end: float) -> list[WorkloadReport]:
         with self._lock:
-            open_episodes = [e for g in self._gpus.values() if (e := g.open_episode())]
+            # an ongoing episode counts up to the GPU's last applied sample, not to ``end``
+            open_episodes = [
+                dataclasses.replace(e, end=g.applied_until)
+                for g in self._gpus.values()
+                if (e := g.open_episode())
+            ]
         return reports.workload_reports(
             self.ledger, start, end, open_episodes, self.accountant.workload_models(),
             self.accountant.currency,
