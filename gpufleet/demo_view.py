@@ -102,7 +102,10 @@ def print_urls(demo: Demo) -> None:
 
 
 def print_summary(demo: Demo, final: bool = False) -> None:
-    Console().print(render(demo, summarise(demo), final))
+    console = Console()
+    (console if console.is_terminal else Console(width=160)).print(
+        render(demo, summarise(demo), final)
+    )
 
 
 def run_live(demo: Demo, args: argparse.Namespace, stop: threading.Event) -> None:
