@@ -1,0 +1,105 @@
+"""The records the ledger stores and returns, and the one write it takes per commit.
+
+Time is Unix seconds, memory bytes, activity a 0..1 ratio. Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from collector.ledger_histogram import MEMORY_BUCKETS, SM_ACTIVITY_BUCKETS
+from collector.records import IdleEpisode, Usage, WorkloadRef
+
+
+class LedgerError(Exception):
+    """The ledger cannot be opened, migrated, read or written; the message says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class GpuRecord:
+    """A GPU (or MIG instance) the collector has seen, as registered in the ledger."""
+
+    uuid: str
+    node: str
+    model: str  # canonical price-book model, e.g. "H100"
+    name: str  # NVML name
+    index: int
+    first_seen: float
+    last_seen: float
+    #: msgspec JSON of the agent's ``GpuInfo`` (decode with ``msgspec.json.decode``)
+    info_json: bytes = b"{}"
+    mig_parent_uuid: str | None = None
+    mig_profile: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuCursor:
+    """How far one GPU's samples have been applied, committed with the deltas they made.
+
+    ``last_sample`` is the msgspec JSON of the last applied ``GpuSample``: after a restart
+    the next interval's energy delta starts from it. ``open_episode_*`` describe the idle
+    episode running at ``applied_until`` (None when the GPU was not idle).
+    """
+
+    gpu_uuid: str
+    applied_until: float
+    last_sample: bytes
+    open_episode_start: float | None = None
+    open_episode_workload: str | None = None
+
+
+@dataclass(slots=True)
+class WorkloadStatsDelta:
+    """What one commit adds to a workload's right-sizing statistics.
+
+    Histograms map a bucket index (``MEMORY_BUCKETS`` / ``SM_ACTIVITY_BUCKETS`` in
+    ledger_histogram) to the seconds spent there; merged histograms give p95 within 4 %
+    (see ledger_histogram). Memory is per GPU: one sample of one GPU the workload holds.
+    ``gpu_model``/``gpu_count`` and ``last_seen`` replace the stored ones when set.
+    """
+
+    observed_seconds: float = 0.0
+    memory_seconds: dict[int, float] = field(default_factory=dict)
+    sm_activity_seconds: dict[int, float] = field(default_factory=dict)
+    memory_peak_bytes: int = 0
+    sm_activity_peak: float = 0.0
+    gpu_model: str = ""
+    gpu_count: int = 0
+    last_seen: float = 0.0
+
+    def observe(
+        self, seconds: float, memory_used_bytes: int | None, sm_activity: float | None
+    ) -> None:
+        """Add one interval of ``seconds``; None readings count as observed, not binned."""
+        self.observed_seconds += seconds
+        if memory_used_bytes is not None:
+            bucket = MEMORY_BUCKETS.index(memory_used_bytes)
+            self.memory_seconds[bucket] = self.memory_seconds.get(bucket, 0.0) + seconds
+            self.memory_peak_bytes = max(self.memory_peak_bytes, memory_used_bytes)
+        if sm_activity is not None:
+            bucket = SM_ACTIVITY_BUCKETS.index(sm_activity)
+            self.sm_activity_seconds[bucket] = self.sm_activity_seconds.get(bucket, 0.0) + seconds
+            self.sm_activity_peak = max(self.sm_activity_peak, sm_activity)
+
+
+@dataclass(slots=True)
+class LedgerWrite:
+    """Everything one ``Ledger.commit`` applies, in one transaction.
+
+    Usage deltas are ADDED to the hourly rows and to the all-time totals; registries,
+    cursors and stats' last-seen fields are upserted; ``batches_done`` names pending
+    batches whose every sample is now applied (they are deleted). Only new or changed
+    registry entries need to be included, but every GPU/workload a delta, cursor or
+    episode names must be registered (in this write or an earlier one).
+    """
+
+    #: (hour_start, gpu_uuid) -> delta; hour_start is a multiple of 3600 (UTC hours)
+    gpu_usage: dict[tuple[float, str], Usage] = field(default_factory=dict)
+    #: (hour_start, workload_key) -> delta
+    workload_usage: dict[tuple[float, str], Usage] = field(default_factory=dict)
+    workloads: dict[str, WorkloadRef] = field(default_factory=dict)
+    gpus: dict[str, GpuRecord] = field(default_factory=dict)
+    cursors: dict[str, GpuCursor] = field(default_factory=dict)
+    episodes_closed: list[IdleEpisode] = field(default_factory=list)
+    batches_done: list[int] = field(default_factory=list)
+    workload_stats: dict[str, WorkloadStatsDelta] = field(default_factory=dict)
