@@ -145,8 +145,9 @@ class CollectorBackend(Protocol):
         """Make a validated batch durable, then acknowledge it.
 
         ``body`` is the decoded (uncompressed) JSON. A repeated (node, agent_boot_id, seq)
-        returns status "duplicate" and changes nothing. May raise IngestError (counted as
-        a rejection by the core); any other exception answers 503 so the agent retries.
+        returns status "duplicate" and changes nothing. May raise IngestError to refuse
+        the batch (the edge answers its status and counts it through record_rejection);
+        any other exception answers 503 so the agent retries.
         """
         ...
 
