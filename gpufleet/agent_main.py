@@ -86,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
     stats = AgentStats()
     try:
         source = open_source(settings, node, stats)
+        source.discover()  # fail now, clearly, rather than in the sampling loop
     except SourceError as err:
         print(f"gpufleet agent: cannot read GPUs: {err}", file=sys.stderr)
         return 1
