@@ -163,6 +163,7 @@ def _mig_instance(mig_handle: Any, parent: GpuInfo) -> MigInstance:
     name = str(pynvml.nvmlDeviceGetName(mig_handle))
     profile = name.rsplit(" MIG ", 1)[1] if " MIG " in name else None
     memory = pynvml.nvmlDeviceGetMemoryInfo(mig_handle)
+    gpu_instance_id = int(pynvml.nvmlDeviceGetGpuInstanceId(mig_handle))
     info = GpuInfo(
         uuid=uuid,
         index=parent.index,
@@ -172,7 +173,8 @@ def _mig_instance(mig_handle: Any, parent: GpuInfo) -> MigInstance:
         pci_bus_id=parent.pci_bus_id,
         mig_parent_uuid=parent.uuid,
         mig_profile=profile,
+        mig_gpu_instance_id=gpu_instance_id,
         driver_version=parent.driver_version,
         cuda_version=parent.cuda_version,
     )
-    return MigInstance(info, mig_handle, int(pynvml.nvmlDeviceGetGpuInstanceId(mig_handle)))
+    return MigInstance(info, mig_handle, gpu_instance_id)

@@ -165,6 +165,8 @@ def test_mig_instances_listed_with_profile_and_parent() -> None:
     parent, *instances = infos
     assert parent.uuid == MIG_PARENT and parent.mig_enabled
     assert [i.mig_profile for i in instances] == ["3g.40gb", "2g.20gb", "2g.20gb"]
+    assert [i.mig_gpu_instance_id for i in instances] == [2, 3, 4]
+    assert parent.mig_gpu_instance_id is None
     assert {i.mig_parent_uuid for i in instances} == {MIG_PARENT}
     assert [i.memory_total_bytes for i in instances] == [42144366592, 20937965568, 20937965568]
     assert all(i.uuid.startswith("MIG-") and i.name == parent.name for i in instances)
