@@ -18,6 +18,7 @@ from agent.model import GpuSample
 from agent.nvml import NvmlSource
 from agent.stats import AgentStats
 from tests.fakes.nvml_lib import FakeClock, FakeNvml, install_fake_nvml, load_scenario
+from tests.fakes.nvml_scenario import GpmSpec, MigSpec, with_gpu
 
 NOW = 1_750_000_000.0
 H100_0 = "GPU-0d1e8a5a-1f0e-4b7c-9d2a-000000000000"
@@ -224,3 +225,26 @@ def test_xid_events_are_collected_once() -> None:
 def test_every_sample_carries_the_read_time() -> None:
     with running("a100_mig") as (source, _, _):
         assert {sample.timestamp for sample in source.read(NOW + 0.25)} == {NOW + 0.25}
+
+
+def test_hopper_mig_instance_activity_comes_from_gpm_through_the_parent() -> None:
+    instance = MigSpec(
+        uuid="MIG-h1000000-0000-4000-8000-000000000001",
+        profile="3g.40gb",
+        gpu_instance_id=1,
+        memory_total_bytes=42144366592,
+        gpm=GpmSpec(sm_util_percent=40.0, dram_bw_util_percent=20.0),
+    )
+    scenario = with_gpu(load_scenario("h100_sxm_8x_gpm"), 0, mig=(instance,))
+    clock = FakeClock()
+    with install_fake_nvml(scenario, clock) as fake:
+        source = NvmlSource(SourceSettings(), monotonic=clock, sleep=clock.sleep)
+        assert source.discover()[1].mig_profile == "3g.40gb"
+        samples = by_uuid(source.read(NOW))
+        source.close()
+    mig = samples[instance.uuid]
+    assert mig.sm_activity == pytest.approx(0.4, rel=1e-9)
+    assert mig.dram_activity == pytest.approx(0.2, rel=1e-9)
+    assert not mig.activity_coarse and mig.power_watts is None
+    assert len(fake.gpm_sample_times[(0, 1)]) == 2  # nvmlGpmMigSampleGet(parent, GI 1)
+    assert samples[H100_0].sm_activity == pytest.approx(0.875, rel=1e-9)
