@@ -34,7 +34,7 @@ from agent.config import ShipperSettings
 from agent.model import SCHEMA_VERSION, Batch, BatchAck, GpuInfo, GpuSample
 from agent.spool import Spool, SpoolError, gzip_batch
 from agent.stats import AgentStats
-from gpufleet.settings import ConfigError
+from gpufleet.settings import ConfigError, read_secret
 
 log = logging.getLogger(__name__)
 
@@ -78,16 +78,7 @@ def backoff_delay(failures: int, initial: float, maximum: float, rng: random.Ran
 
 def read_token(settings: ShipperSettings) -> str | None:
     """The bearer token: the contents of ``token_file`` when set, else ``token``."""
-    path = settings.token_file
-    if path is None:
-        return settings.token
-    try:
-        token = path.read_text(encoding="utf-8").strip()
-    except OSError as err:
-        raise ConfigError(f"shipper.token_file: cannot read {path}: {err.strerror}") from err
-    if not token:
-        raise ConfigError(f"shipper.token_file: {path} is empty")
-    return token
+    return read_secret(settings.token, settings.token_file, "shipper.token_file")
 
 
 @dataclass(frozen=True)
