@@ -1,0 +1,125 @@
+"""A real collector and real agents on one simulated clock, for the end-to-end tests.
+
+The collector is the one ``gpufleet collector`` builds (ledger in a SQLite file, price
+book, pipeline, HTTP app under uvicorn on a loopback port); each simulated node gets the
+real agent's Sampler and Shipper (with its on-disk spool) speaking HTTP to it. Simulated
+time is set by hand, one sampling step at a time, the way ``gpufleet demo`` pre-runs its
+history.
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+import uvicorn
+
+from agent.config import ShipperSettings
+from agent.sampler import Sampler
+from agent.shipper import Shipper
+from agent.simulated import SimulatedFleet, SimulatedNode
+from agent.stats import AgentStats
+from collector.config import AnalysisSettings, CollectorSettings, LedgerSettings, ServerSettings
+from gpufleet.collector_main import Collector, build_collector, serve
+from gpufleet.demo import SimClock
+
+TOKEN = "e2e-agent-token-7f3a9c"
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on right now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Agent:
+    sampler: Sampler
+    shipper: Shipper
+    stats: AgentStats
+
+
+def build_agent(
+    node: SimulatedNode, url: str, clock: SimClock, step_seconds: float, spool_dir: Path
+) -> Agent:
+    """The real agent parts for one simulated node, stamping samples with ``clock``."""
+    stats = AgentStats()
+    settings = ShipperSettings(url=url, token=TOKEN, spool_dir=spool_dir)
+    shipper = Shipper(settings, node.name, stats, clock=clock)
+    sampler = Sampler(node, stats, step_seconds, sink=shipper, clock=clock)
+    return Agent(sampler, shipper, stats)
+
+
+class FleetRig:
+    """``fleet`` sampled every ``step_seconds`` of simulated time from its epoch.
+
+    Agents flush and the collector applies and evaluates every ``ship_every`` ticks.
+    """
+
+    def __init__(
+        self, fleet: SimulatedFleet, workdir: Path, step_seconds: float, ship_every: int
+    ) -> None:
+        self.fleet = fleet
+        self.step_seconds = step_seconds
+        self.ship_every = ship_every
+        self.start = fleet.nodes[0].epoch
+        self.clock = SimClock(self.start)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.settings = CollectorSettings(
+            server=ServerSettings(port=self.port, tokens=[TOKEN]),
+            ledger=LedgerSettings(url=str(workdir / "ledger.db")),
+            # three missed samples make a gap unknown
+            analysis=AnalysisSettings(stale_after_seconds=3 * step_seconds),
+        )
+        self.collector: Collector = build_collector(
+            self.settings, self.clock, tokens=frozenset([TOKEN])
+        )
+        self.agents = [
+            build_agent(node, self.url, self.clock, step_seconds, workdir / "spool" / node.name)
+            for node in fleet.nodes
+        ]
+        self.server: uvicorn.Server | None = None
+        self.ticks = 0
+
+    def __enter__(self) -> FleetRig:
+        self.server = serve(self.collector)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for agent in self.agents:
+            agent.shipper.close()
+        if self.server is not None:
+            self.server.should_exit = True
+        self.collector.stop()
+
+    @property
+    def now(self) -> float:
+        return self.clock()
+
+    def run_until(self, end: float) -> None:
+        """Sample every step up to and including ``end``; ship and apply on the way."""
+        t = self.clock() if self.ticks else self.start
+        while t <= end + 1e-9:
+            self.clock.set(t)
+            for agent in self.agents:
+                agent.sampler.tick()
+            self.ticks += 1
+            if self.ticks % self.ship_every == 0:
+                self.ship_and_apply()
+            t = self.start + self.ticks * self.step_seconds
+
+    def ship_and_apply(self) -> None:
+        for agent in self.agents:
+            agent.shipper.flush()
+        self.collector.pipeline.tick()
+        self.collector.pipeline.evaluate_if_due()
+
+    def finish(self) -> None:
+        """Ship everything, apply past the reorder window, evaluate at the end."""
+        for agent in self.agents:
+            agent.shipper.flush()
+        self.collector.pipeline.tick(flush=True)
+        self.collector.pipeline.evaluate(self.clock())
