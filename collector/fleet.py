@@ -87,16 +87,20 @@ class TrackedGpu:
         prev = self.last
         activity = self._classify(sample, rules)
         gap_ok = prev is not None and sample.timestamp - prev.timestamp <= rules.stale_after_seconds
+        holder = sample.workloads[0].key if sample.workloads else None
         if prev is not None:
             out.intervals.append(self._interval(prev, sample, gap_ok, rules))
-        if self.episode_start is not None and (not gap_ok or activity is not Activity.IDLE):
+        # a new holder ends the episode too: a pod placed on a GPU idle for an hour has
+        # been idle for 0 s, and the hour before it came was not its waste
+        ended = not gap_ok or activity is not Activity.IDLE or holder != self.episode_workload
+        if self.episode_start is not None and ended:
             end = sample.timestamp if gap_ok or prev is None else prev.timestamp
             out.episodes_closed.append(self._episode(end))
             self.episode_start = None
             self.episode_workload = None
         if activity is Activity.IDLE and self.episode_start is None:
             self.episode_start = sample.timestamp
-            self.episode_workload = sample.workloads[0].key if sample.workloads else None
+            self.episode_workload = holder
         self.last = sample
         out.samples.append(sample)
 

@@ -18,13 +18,51 @@ import uvicorn
 from agent.config import ShipperSettings
 from agent.sampler import Sampler
 from agent.shipper import Shipper
-from agent.simulated import SimulatedFleet, SimulatedNode
+from agent.sim_hardware import gpu_model
+from agent.sim_plan import build_gpus, make_workload
+from agent.sim_workloads import make_pattern, stable_key
+from agent.simulated import (
+    DEFAULT_START_TIME,
+    ActivityKind,
+    SimJob,
+    SimulatedFleet,
+    SimulatedNode,
+    build_fleet,
+)
 from agent.stats import AgentStats
 from collector.config import AnalysisSettings, CollectorSettings, LedgerSettings, ServerSettings
 from gpufleet.collector_main import Collector, build_collector, serve
 from gpufleet.demo import SimClock
 
 TOKEN = "e2e-agent-token-7f3a9c"
+#: on the extra node, stuck job A takes a free GPU at +2 h, job B replaces it at +4 h
+LATE_A_START_SECONDS, LATE_B_START_SECONDS = 2 * 3600.0, 4 * 3600.0
+
+
+def build_e2e_fleet(start_time: float = DEFAULT_START_TIME) -> SimulatedFleet:
+    """``build_fleet``'s 4 x 8 GPUs plus a 1-GPU node where jobs arrive on an idle GPU.
+
+    In the default fleet every job holds its GPUs from before the epoch; here a stuck job
+    starts mid-run on a GPU that has sat idle and unallocated for two hours, and another
+    stuck job takes over the still idle GPU when it ends, so the collector must tell the
+    holders' idle time apart.
+    """
+    name, seed = "gpu-node-late", 0
+    jobs = [
+        SimJob(
+            workload=make_workload(ActivityKind.STUCK, False, seed, name, slot),
+            pattern=make_pattern(ActivityKind.STUCK, stable_key(seed, name, slot, "pattern")),
+            node=name,
+            gpu_indexes=(0,),
+            start_time=start_time + begin,
+            end_time=None if end is None else start_time + end,
+        )
+        for slot, (begin, end) in enumerate(
+            [(LATE_A_START_SECONDS, LATE_B_START_SECONDS), (LATE_B_START_SECONDS, None)]
+        )
+    ]
+    late = SimulatedNode(name, build_gpus(name, [gpu_model("H100")], jobs, seed, start_time))
+    return SimulatedFleet([*build_fleet(start_time=start_time).nodes, late])
 
 
 def free_port() -> int:

@@ -14,10 +14,10 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from agent.simulated import ActivityKind, SimulatedFleet, build_fleet
+from agent.simulated import ActivityKind, SimJob, SimulatedFleet
 from collector.config import AnalysisSettings
 from collector.records import GpuState, IdleEpisode, RecommendationKind
-from tests.e2e.fleet_rig import TOKEN, FleetRig
+from tests.e2e.fleet_rig import TOKEN, FleetRig, build_e2e_fleet
 
 pytestmark = pytest.mark.slow
 
@@ -32,8 +32,8 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 @pytest.fixture(scope="module")
 def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetRig]:
-    fleet = build_fleet()  # 4 nodes x 8 GPUs, every workload kind
-    assert len(fleet.gpu_uuids) >= 32
+    fleet = build_e2e_fleet()  # 4 nodes x 8 GPUs, every workload kind, + jobs arriving late
+    assert len(fleet.gpu_uuids) >= 33
     workdir = tmp_path_factory.mktemp("fleet")
     with FleetRig(fleet, workdir, STEP_SECONDS, SHIP_EVERY_TICKS) as running:
         running.run_until(running.start + RUN_SECONDS)
@@ -51,6 +51,16 @@ def relative_error(measured: float, truth: float) -> float:
     if truth == 0:
         return 0.0 if measured == 0 else float("inf")
     return abs(measured - truth) / truth
+
+
+def held_span(job: SimJob, start: float, end: float) -> tuple[float, float]:
+    """When ``job`` held its GPUs, clipped to the run."""
+    began = start if job.start_time is None else max(job.start_time, start)
+    return began, end if job.end_time is None else min(job.end_time, end)
+
+
+def gpus_of(fleet: SimulatedFleet, job: SimJob) -> list[str]:
+    return [u for u in fleet.gpu_uuids if job in fleet.gpu(u).jobs]
 
 
 def long_idle_seconds(episodes: list[IdleEpisode], gpu_uuid: str, now: float) -> float:
@@ -84,6 +94,16 @@ def test_idle_gpu_hours_per_gpu_within_1_percent_for_episodes_past_the_window(
     # the fleet has long idle episodes to measure: stuck jobs and free GPUs at least
     stuck = fleet.gpus_held_by(ActivityKind.STUCK, start)
     assert all(long_idle_seconds(episodes, u, end) == RUN_SECONDS for u in stuck)
+    # each stuck job's GPUs: one idle episode of its own, from its start to its end
+    for job in fleet.jobs_of_kind(ActivityKind.STUCK):
+        span = held_span(job, start, end)
+        for uuid in gpus_of(fleet, job):
+            mine = [
+                (e.start, e.end if e.end is not None else end)
+                for e in episodes
+                if e.gpu_uuid == uuid and e.workload_key == job.workload.key
+            ]
+            assert mine == [span], (job.workload.key, mine)
 
 
 def test_energy_per_gpu_and_per_workload_within_half_a_percent(rig: FleetRig) -> None:
@@ -106,16 +126,19 @@ def test_every_stuck_job_gets_a_release_recommendation_within_window_plus_one_ev
     recs = {r.id: r for r in rig.collector.pipeline.recommendations(None)}
     stuck = rig.fleet.jobs_of_kind(ActivityKind.STUCK)
     assert len(stuck) >= 3
+    assert any(job.start_time is not None for job in stuck)  # some start mid-run
     for job in stuck:
-        began = max(job.start_time if job.start_time is not None else rig.start, rig.start)
+        began, ended = held_span(job, rig.start, rig.now)
         rec = recs[f"{RecommendationKind.RELEASE_IDLE.value}:{job.workload.key}"]
-        assert (
-            began + WINDOW_SECONDS <= rec.opened_at <= began + WINDOW_SECONDS + EVALUATION_SECONDS
-        )
-        assert rec.status.value == "open" and rec.resolved_at is None
-        assert sorted(rec.gpu_uuids) == sorted(
-            u for u in rig.fleet.gpu_uuids if rig.fleet.holder(u, rig.now) == job.workload
-        )
+        latest = began + WINDOW_SECONDS + EVALUATION_SECONDS
+        assert began + WINDOW_SECONDS <= rec.opened_at <= latest
+        assert sorted(rec.gpu_uuids) == sorted(gpus_of(rig.fleet, job))
+        if ended < rig.now:  # gone: resolved once it has not been desired for a while
+            assert rec.status.value == "resolved" and rec.resolved_at is not None
+            resolve_by = ended + ANALYSIS.resolve_after_seconds + EVALUATION_SECONDS
+            assert ended < rec.resolved_at <= resolve_by
+        else:
+            assert rec.status.value == "open" and rec.resolved_at is None
 
 
 def test_busy_training_jobs_never_get_a_release_recommendation(rig: FleetRig) -> None:
@@ -144,8 +167,10 @@ def test_http_fleet_shows_every_gpu_in_its_true_state(rig: FleetRig, http: httpx
     for uuid, gpu in gpus.items():
         want = expected_state(rig.fleet, uuid, rig.now, ANALYSIS.idle_threshold)
         assert gpu["state"] == want.value, uuid
-    for uuid in rig.fleet.gpus_held_by(ActivityKind.STUCK, rig.now):
-        assert gpus[uuid]["idle_since"] == rig.start
+    for job in rig.fleet.jobs_of_kind(ActivityKind.STUCK):
+        for uuid in gpus_of(rig.fleet, job):
+            if rig.fleet.holder(uuid, rig.now) == job.workload:
+                assert gpus[uuid]["idle_since"] == held_span(job, rig.start, rig.now)[0]
     assert sum(body["summary"]["gpus_by_state"].values()) == len(gpus)
 
 
@@ -158,9 +183,10 @@ def test_http_workloads_match_ground_truth(rig: FleetRig, http: httpx.Client) ->
         truth = rig.fleet.true_workload_energy_joules(key, rig.start, rig.now)
         assert relative_error(report["usage"]["energy_joules"], truth) <= 0.005, key
     for job in rig.fleet.jobs_of_kind(ActivityKind.STUCK):
+        began, ended = held_span(job, rig.start, rig.now)
         report = reports[job.workload.key]
-        assert report["idle_episodes"] == 1
-        assert report["longest_idle_seconds"] == RUN_SECONDS
+        assert report["idle_episodes"] == len(gpus_of(rig.fleet, job))
+        assert report["longest_idle_seconds"] == ended - began
 
 
 def test_http_recommendations_agree_with_the_ledger(rig: FleetRig, http: httpx.Client) -> None:
