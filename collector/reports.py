@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 from collector.api import EnergyTotal, WasteTotal, WorkloadReport
 from collector.ledger import Ledger
-from collector.records import IdleEpisode, Usage
+from collector.records import HOUR_SECONDS, IdleEpisode, Usage
 
 
 def workload_reports(
@@ -17,8 +18,13 @@ def workload_reports(
     models: dict[str, str],
     currency: str,
 ) -> list[WorkloadReport]:
-    """Every workload with usage in [start, end), with its idle episodes in the range."""
-    episodes = [*ledger.idle_episodes(start, end), *open_episodes]
+    """Every workload with usage in [start, end), with its idle episodes in the range.
+
+    Usage sums the hourly rollups that overlap the range: the ledger counts an hour when
+    it *starts* in its range, so the range passed down starts at the hour ``start`` is in.
+    """
+    # an open episode that began after the range is not in it
+    episodes = [*ledger.idle_episodes(start, end), *(e for e in open_episodes if e.start < end)]
     count: dict[str, int] = {}
     longest: dict[str, float] = {}
     for episode in episodes:
@@ -43,9 +49,13 @@ def workload_reports(
             idle_episodes=count.get(ref.key, 0),
             longest_idle_seconds=longest.get(ref.key, 0.0),
         )
-        for ref, usage in ledger.usage_by_workload(start, end)
+        for ref, usage in ledger.usage_by_workload(_hour_of(start), end)
     ]
     return sorted(reports, key=lambda r: (-r.usage.idle_cost, r.key))
+
+
+def _hour_of(ts: float) -> float:
+    return math.floor(ts / HOUR_SECONDS) * HOUR_SECONDS
 
 
 def waste_totals(ledger: Ledger, models: dict[str, str]) -> list[WasteTotal]:
