@@ -23,8 +23,12 @@ def workload_reports(
     Usage sums the hourly rollups that overlap the range: the ledger counts an hour when
     it *starts* in its range, so the range passed down starts at the hour ``start`` is in.
     """
-    # an open episode that began after the range is not in it
-    episodes = [*ledger.idle_episodes(start, end), *(e for e in open_episodes if e.start < end)]
+    closed = ledger.idle_episodes(start, end)
+    # an open episode that began after the range is not in it; one the ledger already
+    # holds as closed (a tick committed it after the caller took the open ones) counts once
+    done = {(e.gpu_uuid, e.start) for e in closed}
+    episodes = [*closed, *(e for e in open_episodes
+                           if e.start < end and (e.gpu_uuid, e.start) not in done)]  # fmt: skip
     count: dict[str, int] = {}
     longest: dict[str, float] = {}
     for episode in episodes:

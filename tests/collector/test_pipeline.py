@@ -9,6 +9,7 @@ import msgspec
 import pytest
 
 from agent.model import SCHEMA_VERSION, Batch, GpuInfo, GpuSample, Workload, WorkloadKind
+from collector import reports
 from collector.accounting import Accountant
 from collector.carbon import IntensityTable
 from collector.config import CarbonSettings, CollectorSettings
@@ -119,3 +120,16 @@ def test_workloads_include_the_hour_a_range_starts_in(pipeline: Pipeline) -> Non
     pipeline.tick(flush=True)
     (report,) = pipeline.workloads(T0 + 300, T0 + 600)
     assert report.usage.energy_joules == WATTS * 600  # hour granularity: the whole hour
+
+
+def test_an_episode_closed_while_a_report_is_built_counts_once(pipeline: Pipeline) -> None:
+    """The pipeline takes its open episodes under its lock, then reads the ledger; a tick
+    in between may commit the same episode as closed."""
+    ingest(pipeline, batch(1, range(0, 600, 10), sm=0.0))
+    pipeline.tick(flush=True)
+    (still_open,) = [e for g in pipeline._gpus.values() if (e := g.open_episode())]
+    ingest(pipeline, batch(2, range(600, 700, 10), sm=0.5))
+    pipeline.tick(flush=True)  # closes it at +600 s and commits it
+    models = pipeline.accountant.workload_models()
+    (report,) = reports.workload_reports(pipeline.ledger, T0, T0 + 700, [still_open], models, "")
+    assert (report.idle_episodes, report.longest_idle_seconds) == (1, 600)
