@@ -141,6 +141,19 @@ class Ledger:
             except sqlite3.Error as err:
                 raise LedgerError(f"ledger read failed: {err}") from err
 
+    # -- for modules that own their tables (notification outbox, action log) ------------
+
+    @contextmanager
+    def write_transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction (BEGIN IMMEDIATE .. COMMIT, rolled back on error), for
+        modules that keep their own SQL next to their own tables."""
+        with self._write() as conn:
+            yield conn
+
+    def read(self, query: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``query`` on one read snapshot, for modules that own their tables."""
+        return self._read(query)
+
     # -- the pipeline's writes ----------------------------------------------------------
 
     def record_batch(
