@@ -92,7 +92,33 @@ CREATE TABLE recommendations (
 CREATE INDEX recommendations_by_status ON recommendations (status);
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1,)
+#: notifications (collector/notify/outbox.py) and auto-release decisions (collector/actions_log.py)
+_V2 = """
+CREATE TABLE notify_outbox (
+  id INTEGER PRIMARY KEY AUTOINCREMENT, channel TEXT NOT NULL, event_key TEXT NOT NULL,
+  created_at REAL NOT NULL, body BLOB NOT NULL, state TEXT NOT NULL DEFAULT 'pending',
+  attempts INTEGER NOT NULL DEFAULT 0, next_attempt_at REAL NOT NULL,
+  message_id TEXT, sent_at REAL,
+  UNIQUE (channel, event_key)
+);
+CREATE INDEX notify_outbox_due ON notify_outbox (state, channel, next_attempt_at);
+CREATE INDEX notify_outbox_sent ON notify_outbox (channel, sent_at);
+CREATE TABLE notify_state (
+  subject TEXT PRIMARY KEY, status TEXT NOT NULL, fingerprint TEXT NOT NULL,
+  notified_at REAL NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE action_log (
+  id INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL, workload_key TEXT NOT NULL,
+  episode_start REAL NOT NULL, stage TEXT NOT NULL, decision TEXT NOT NULL,
+  mode TEXT NOT NULL, dry_run INTEGER NOT NULL, detail TEXT NOT NULL,
+  UNIQUE (workload_key, episode_start, stage)
+);
+CREATE TABLE action_workloads (
+  workload_key TEXT PRIMARY KEY, first_seen REAL NOT NULL, last_seen REAL NOT NULL
+) WITHOUT ROWID;
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2)
 
 
 def schema_version(conn: sqlite3.Connection) -> int:
