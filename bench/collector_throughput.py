@@ -1,0 +1,310 @@
+"""Collector throughput: ingest + analytics in GPU-samples per second on one core, memory per
+tracked GPU, and the same samples through a real Prometheus, side by side.
+
+Run from the repository root::
+
+    .venv/bin/python -m bench.collector_throughput             # 1,000 and 10,000 GPUs
+    .venv/bin/python -m bench.collector_throughput --quick     # seconds, for the smoke test
+    .venv/bin/python -m bench.collector_throughput --profile   # + the hot spots (cProfile)
+
+The fleet (bench/synthetic_fleet.py) is nodes of 8 GPUs sampled at 1 Hz; each node ships
+a gzipped batch every 5 s, as the agent does. Batches are built and encoded before the
+clock starts. Timed, on one thread, over ``--seconds`` simulated seconds: what the HTTP
+edge does per batch (gunzip + decode, validate_batch, Pipeline.ingest, which makes the
+batch durable in SQLite) and what the scheduler does every second (Pipeline.tick: apply,
+account, commit; Pipeline.evaluate_if_due: recommendations), then a final flush. The
+ledger is a real SQLite file in a temporary directory with synchronous=FULL.
+
+Targets (issue 3): at least 50,000 GPU-samples/s, under 20 KB per tracked GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import sys
+import tempfile
+import time
+import tracemalloc
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+from bench.harness import memory_bytes_of, print_table
+from bench.prometheus_baseline import PrometheusRun
+from bench.synthetic_fleet import SampleStream, build_gpus, gzipped_batches
+
+TARGET_SAMPLES_PER_SECOND = 50_000.0
+TARGET_BYTES_PER_GPU = 20_000.0
+MAX_BODY_BYTES = 16 * 1024 * 1024
+T = TypeVar("T")
+STAGES = ("decode", "validate", "ingest", "tick", "evaluate")
+
+
+@dataclass
+class Timed:
+    """CPU seconds (process_time) per stage, and what went through."""
+
+    stages: dict[str, float] = field(default_factory=dict)
+    samples: int = 0
+    applied: int = 0
+    batches: int = 0
+    #: memory growth at the end of the run, before the final flush
+    rss_growth_bytes: int = 0
+    traced_bytes: int | None = None
+
+    def charge(self, stage: str, work: Callable[[], T]) -> T:
+        started = time.process_time()
+        result = work()
+        self.stages[stage] = self.stages.get(stage, 0.0) + time.process_time() - started
+        return result
+
+    @property
+    def cpu_seconds(self) -> float:
+        return sum(self.stages.values())
+
+
+class SimClock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def encode_fleet(gpus: int, seconds: int, start_unix: float) -> list[list[tuple[bytes, int]]]:
+    """Gzipped batches per arrival second (built before any timing)."""
+    arrivals: list[list[tuple[bytes, int]]] = [[] for _ in range(seconds)]
+    stream = SampleStream(build_gpus(gpus), start_unix)
+    for second, body, samples in gzipped_batches(stream, seconds):
+        arrivals[second].append((body, samples))
+    return arrivals
+
+
+def run_collector(
+    arrivals: list[list[tuple[bytes, int]]],
+    start_unix: float,
+    work_dir: Path,
+    trace_memory: bool = False,
+) -> Timed:
+    """Feed every batch through the real pipeline second by second; CPU charged per stage."""
+    from collector.config import CollectorSettings, LedgerSettings
+    from collector.ingest import decompress, parse_batch, validate_batch
+    from gpufleet.collector_main import build_collector
+
+    clock = SimClock(start_unix)
+    settings = CollectorSettings(ledger=LedgerSettings(url=str(work_dir / "ledger.db")))
+    gc.collect()
+    rss_before, _ = memory_bytes_of()
+    if trace_memory:
+        tracemalloc.start()
+    collector = build_collector(settings, clock=clock, tokens=frozenset({"bench"}))
+    pipeline, ingest, timed = collector.pipeline, settings.ingest, Timed()
+    for second, batches in enumerate(arrivals):
+        clock.now = start_unix + second + 1.0
+        for body, samples in batches:
+            data = timed.charge("decode", lambda b=body: decompress(b, "gzip", MAX_BODY_BYTES))
+            batch = timed.charge("decode", lambda d=data: parse_batch(d))
+            problems = timed.charge(
+                "validate", lambda b=batch: validate_batch(b, clock.now, ingest)
+            )
+            if problems:
+                raise RuntimeError(f"the synthetic batch was refused: {problems[0]}")
+            timed.charge("ingest", lambda b=batch, d=data: pipeline.ingest(b, d, clock.now))
+            timed.samples += samples
+            timed.batches += 1
+        timed.applied += timed.charge("tick", pipeline.tick)
+        timed.charge("evaluate", lambda: pipeline.evaluate_if_due(clock.now))
+    if trace_memory:
+        timed.traced_bytes = tracemalloc.get_traced_memory()[0]
+        tracemalloc.stop()
+    timed.rss_growth_bytes = memory_bytes_of()[0] - rss_before
+    timed.applied += timed.charge("tick", lambda: pipeline.tick(flush=True))
+    # the scheduler evaluates once per evaluation interval (60 s); the first ran on an
+    # empty fleet, so charge one over the whole fleet as well
+    timed.charge("evaluate", lambda: pipeline.evaluate(clock.now))
+    collector.ledger.close()
+    return timed
+
+
+@dataclass(frozen=True)
+class SizeResult:
+    gpus: int
+    timed: Timed
+    wall_seconds: float
+
+    @property
+    def samples_per_second(self) -> float:
+        return self.timed.samples / self.timed.cpu_seconds
+
+    @property
+    def cpu_seconds_per_million(self) -> float:
+        return self.timed.cpu_seconds * 1e6 / self.timed.samples
+
+
+def measure_size(gpus: int, seconds: int, trace_memory: bool, profile: bool) -> SizeResult:
+    start_unix = time.time() - seconds - 10
+    arrivals = encode_fleet(gpus, seconds, start_unix)
+    with tempfile.TemporaryDirectory(prefix="bench-collector-") as tmp:
+        wall = time.perf_counter()
+        if profile:
+            timed = profiled(lambda: run_collector(arrivals, start_unix, Path(tmp)))
+        else:
+            timed = run_collector(arrivals, start_unix, Path(tmp))
+        wall = time.perf_counter() - wall
+    if trace_memory:  # a second pass: tracemalloc slows Python ~3x, so it is never timed
+        with tempfile.TemporaryDirectory(prefix="bench-collector-mem-") as tmp:
+            traced = run_collector(arrivals, start_unix, Path(tmp), trace_memory=True)
+        timed.traced_bytes = traced.traced_bytes
+    return SizeResult(gpus, timed, wall)
+
+
+def profiled(work: Callable[[], T]) -> T:
+    """Run ``work`` under cProfile (CPU time) and print the top functions."""
+    import cProfile
+    import pstats
+
+    profile = cProfile.Profile(time.process_time)
+    result = profile.runcall(work)
+    stats = pstats.Stats(profile)
+    print("\nHot spots by own CPU time (cProfile inflates Python-heavy code):")
+    stats.sort_stats("tottime").print_stats(20)
+    print("By cumulative CPU time:")
+    stats.sort_stats("cumulative").print_stats(30)
+    return result
+
+
+def collector_row(r: SizeResult) -> dict[str, object]:
+    t = r.timed
+    traced = "-" if t.traced_bytes is None else f"{t.traced_bytes / r.gpus / 1000:.1f}"
+    return {
+        "GPUs": r.gpus,
+        "GPU-samples": t.samples,
+        "batches": t.batches,
+        "CPU s": round(t.cpu_seconds, 2),
+        "wall s": round(r.wall_seconds, 2),
+        "GPU-samples/s": round(r.samples_per_second),
+        "vs target": f"{r.samples_per_second / TARGET_SAMPLES_PER_SECOND:.2f}x",
+        "CPU s per 1M": round(r.cpu_seconds_per_million, 1),
+        "KB/GPU traced": traced,
+        "KB/GPU RSS": f"{t.rss_growth_bytes / r.gpus / 1000:.1f}",
+        "CPU by stage": " ".join(f"{k} {t.stages.get(k, 0.0) / t.cpu_seconds:.0%}" for k in STAGES),
+    }
+
+
+def report_collector(results: list[SizeResult]) -> None:
+    print(
+        "\nCollector ingest + analytics on one thread (target >= "
+        f"{TARGET_SAMPLES_PER_SECOND:,.0f} GPU-samples/s, < {TARGET_BYTES_PER_GPU / 1000:g} KB/GPU)"
+    )
+    print_table([collector_row(r) for r in results])
+    for r in results:
+        if r.timed.applied != r.timed.samples:
+            print(f"WARNING: {r.gpus} GPUs: {r.timed.applied} samples applied of {r.timed.samples}")
+
+
+def side_by_side_row(ours: SizeResult, run: PrometheusRun, series: int) -> dict[str, object]:
+    prom = run.cpu_seconds_per_million
+    return {
+        "GPUs": run.gpus,
+        "collector CPU s/1M": round(ours.cpu_seconds_per_million, 1),
+        "Prometheus CPU s/1M": round(prom, 2),
+        "ratio": f"{ours.cpu_seconds_per_million / prom:.1f}x",
+        f"Prometheus CPU s per 1M GPU-samples ({series} series)": round(prom * series, 2),
+        "ratio per GPU-sample": f"{ours.cpu_seconds_per_million / (prom * series):.1f}x",
+        "Prometheus samples": run.samples,
+        "Prometheus CPU s": round(run.cpu_seconds, 2),
+        "wall s": round(run.wall_seconds, 1),
+        "scrapes": run.scrapes,
+        "mean scrape s": round(run.mean_scrape_seconds, 3),
+        "Prometheus RSS KB/GPU": f"{run.rss_bytes / run.gpus / 1000:.1f}",
+    }
+
+
+def report_side_by_side(results: list[SizeResult], runs: list[PrometheusRun]) -> None:
+    from bench.prometheus_baseline import SERIES
+
+    print(
+        "\nSide by side: CPU seconds per million samples (collector: GPU-samples, all fields, "
+        f"ingest + analytics + ledger; Prometheus: TSDB samples, {len(SERIES)} series per GPU, "
+        "scrape + parse + append)"
+    )
+    by_gpus = {r.gpus: r for r in results}
+    print_table([side_by_side_row(by_gpus[run.gpus], run, len(SERIES)) for run in runs])
+
+
+def run_benchmark(
+    sizes: list[int],
+    seconds: int,
+    prometheus_seconds: float,
+    trace_sizes: set[int],
+    profile: bool,
+    prometheus_sizes: list[int] | None = None,
+) -> None:
+    from bench.prometheus_baseline import prometheus_binary, run_prometheus
+
+    print(
+        f"Collector throughput: {seconds} simulated seconds at 1 Hz, nodes of 8 GPUs, "
+        f"one batch per node every 5 s; sizes {sizes}"
+    )
+    results = [measure_size(n, seconds, n in trace_sizes, profile) for n in sizes]
+    report_collector(results)
+    binary = prometheus_binary()
+    if prometheus_seconds <= 0:
+        print("\nPrometheus: skipped (--prometheus-seconds 0)")
+        return
+    if binary is None:
+        print("\nPrometheus: skipped (no `prometheus` binary; apt-get install -y prometheus)")
+        return
+    runs = [
+        run_prometheus(binary, n, prometheus_seconds, time.time())
+        for n in (sizes if prometheus_sizes is None else prometheus_sizes)
+    ]
+    report_side_by_side(results, runs)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10_000], metavar="GPUS")
+    parser.add_argument(
+        "--seconds",
+        type=int,
+        default=45,
+        help="simulated seconds per size (> the 30 s reorder window)",
+    )
+    parser.add_argument(
+        "--prometheus-seconds",
+        type=float,
+        default=20.0,
+        help="wall seconds Prometheus scrapes each size (0: skip Prometheus)",
+    )
+    parser.add_argument(
+        "--trace-memory",
+        type=int,
+        nargs="*",
+        default=[1000],
+        metavar="GPUS",
+        help="sizes that get a second, tracemalloc pass (3x slower)",
+    )
+    parser.add_argument("--profile", action="store_true", help="print cProfile hot spots")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes (the smoke test)")
+    parser.add_argument("--serve-target", type=int, metavar="PORT", help=argparse.SUPPRESS)
+    parser.add_argument("--gpus", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--start-unix", type=float, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.serve_target is not None:
+        from bench.prometheus_baseline import serve_target
+
+        serve_target(args.serve_target, args.gpus, args.start_unix)
+    elif args.quick:
+        run_benchmark([16, 48], 35, 2.0, {16}, args.profile, prometheus_sizes=[48])
+    else:
+        run_benchmark(
+            args.sizes, args.seconds, args.prometheus_seconds, set(args.trace_memory), args.profile
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

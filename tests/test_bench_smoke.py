@@ -1,0 +1,63 @@
+"""The benchmarks must not rot: each runs with ``--quick`` and prints its figures.
+
+No timing is asserted (the machine's speed is not the code's); what is checked is that the
+whole loop ran and that its own bookkeeping adds up: every sample the agent took reached
+the batch sink, and the collector applied every sample it ingested.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NUMBER = r"[0-9][0-9,.]*"
+
+
+def run_quick(module: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", module, "--quick"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_agent_overhead_quick_prints_cpu_and_memory_per_configuration() -> None:
+    out = run_quick("bench.agent_overhead")
+    for source in ("simulated", "nvml"):
+        for dcgm in ("off", "on"):
+            # 30 ticks x 8 GPUs were sampled and all 240 samples reached the sink
+            row = rf"^{source}\s+{dcgm}\s+240\s+({NUMBER})\s+1\s+({NUMBER})x\s.*\s240\s*$"
+            assert re.search(row, out, re.MULTILINE), f"no {source}/{dcgm} row in:\n{out}"
+        assert f"dcgm_compat cost ({source}):" in out
+        assert re.search(rf"^fresh agent loop, {source}, .*\s{NUMBER}x\s*$", out, re.MULTILINE)
+    assert re.search(rf"^this benchmark process .*\s{NUMBER}x\s*$", out, re.MULTILINE)
+    assert "dcgm-exporter pods run at 135-512 MiB" in out
+
+
+@pytest.mark.slow
+def test_collector_throughput_quick_prints_throughput_memory_and_prometheus() -> None:
+    out = run_quick("bench.collector_throughput")
+    # 16 GPUs x 35 s and 48 GPUs x 35 s went through, none lost (applied == ingested)
+    assert re.search(
+        rf"^16\s+560\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}x", out, re.MULTILINE
+    ), out
+    assert re.search(
+        rf"^48\s+1,680\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}x", out, re.MULTILINE
+    ), out
+    assert "WARNING" not in out
+    assert "decode" in out and "tick" in out and "evaluate" in out
+    if shutil.which("prometheus") is None:
+        assert "Prometheus: skipped" in out
+    else:
+        row = rf"^48\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}x\s+{NUMBER}\s+{NUMBER}x\s+{NUMBER}"
+        assert re.search(row, out, re.MULTILINE), out
