@@ -1,0 +1,86 @@
+{{/* Names and labels shared by every object. */}}
+{{- define "gpufleet.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "gpufleet.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "gpufleet.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/name: {{ include "gpufleet.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* Selector labels of one component: include "gpufleet.selectorLabels" (list . "agent") */}}
+{{- define "gpufleet.selectorLabels" -}}
+{{- $root := index . 0 -}}
+app.kubernetes.io/name: {{ include "gpufleet.name" $root }}
+app.kubernetes.io/instance: {{ $root.Release.Name }}
+app.kubernetes.io/component: {{ index . 1 }}
+{{- end -}}
+
+{{- define "gpufleet.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{- define "gpufleet.secretName" -}}
+{{- default (printf "%s-secrets" (include "gpufleet.fullname" .)) .Values.secret.existingSecret -}}
+{{- end -}}
+
+{{- define "gpufleet.collectorUrl" -}}
+{{- default (printf "http://%s-collector.%s.svc:%v" (include "gpufleet.fullname" .) .Release.Namespace .Values.collector.service.port) .Values.agent.collectorUrl -}}
+{{- end -}}
+
+{{/* Where secrets are mounted in every pod. */}}
+{{- define "gpufleet.secretDir" -}}/etc/gpufleet/secrets{{- end -}}
+
+{{/* Auto-release acts only when some policy enforces. */}}
+{{- define "gpufleet.enforcing" -}}
+{{- $on := eq .Values.autoRelease.defaultPolicy "enforce" -}}
+{{- range .Values.autoRelease.policies -}}
+{{- if eq .policy "enforce" }}{{ $on = true }}{{ end -}}
+{{- end -}}
+{{- if $on }}true{{ end -}}
+{{- end -}}
+
+{{/* The agent's --config file: the agent.config values plus the keys the chart owns. */}}
+{{- define "gpufleet.agentConfig" -}}
+{{- $cfg := deepCopy .Values.agent.config -}}
+{{- $shipper := merge (dict "url" (include "gpufleet.collectorUrl" .) "spool_dir" "/var/lib/gpufleet/spool") (default dict $cfg.shipper) -}}
+{{- $exporter := merge (dict "address" "0.0.0.0") (default dict $cfg.exporter) -}}
+{{- $attribution := merge (dict "kubelet_socket" "/var/lib/kubelet/pod-resources/kubelet.sock" "proc_root" "/proc") (default dict $cfg.attribution) -}}
+{{- $_ := set $cfg "shipper" $shipper -}}
+{{- $_ = set $cfg "exporter" $exporter -}}
+{{- $_ = set $cfg "attribution" $attribution -}}
+{{- toYaml $cfg -}}
+{{- end -}}
+
+{{/* The collector's --config file: the collector.config values plus the keys the chart owns. */}}
+{{- define "gpufleet.collectorConfig" -}}
+{{- $cfg := deepCopy .Values.collector.config -}}
+{{- $server := merge (dict "host" "0.0.0.0" "tokens_file" (printf "%s/collector-tokens" (include "gpufleet.secretDir" .))) (default dict $cfg.server) -}}
+{{- $ledger := merge (dict "url" "/var/lib/gpufleet/gpufleet.db") (default dict $cfg.ledger) -}}
+{{- $_ := set $cfg "server" $server -}}
+{{- $_ = set $cfg "ledger" $ledger -}}
+{{- if .Values.collector.priceBook -}}
+{{- $pricing := merge (dict "price_book" "/etc/gpufleet/pricebook.yaml") (default dict $cfg.pricing) -}}
+{{- $_ = set $cfg "pricing" $pricing -}}
+{{- end -}}
+{{- toYaml $cfg -}}
+{{- end -}}
