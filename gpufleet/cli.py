@@ -14,9 +14,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gpufleet", description=__doc__)
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    from gpufleet import agent_main, collector_main, demo, replay_main, report
+    from gpufleet import agent_main, collector_main, dashboards_main, demo, replay_main, report
 
-    for module in (agent_main, collector_main, demo, replay_main, report):
+    for module in (agent_main, collector_main, demo, replay_main, report, dashboards_main):
         module.add_parser(commands)
     return parser
 
