@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from collector.influx_settings import InfluxSettings
 from gpufleet.settings import ConfigError
 
 
@@ -108,3 +109,4 @@ class CollectorSettings:
     ledger: LedgerSettings = field(default_factory=LedgerSettings)
     pricing: PricingSettings = field(default_factory=PricingSettings)
     carbon: CarbonSettings = field(default_factory=CarbonSettings)
+    influx: InfluxSettings = field(default_factory=InfluxSettings)

@@ -1,0 +1,128 @@
+"""Where the InfluxDB sink meets the collector: a mirroring ledger and the sink's metrics.
+
+``MirroredLedger`` is the ledger that also hands the sink what it has just made durable:
+each newly acknowledged batch (raw samples, at ingest) and the (hour, workload) rollups
+each commit touched. It only enqueues, after the ledger call succeeded, and a sink
+failure never fails the ledger call: the collector's own results do not depend on it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import choose_encoder
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from collector.influx_settings import InfluxSettings
+from collector.ledger import Ledger, LedgerWrite
+from gpufleet.settings import ConfigError, read_secret
+
+if TYPE_CHECKING:  # the sink needs influxdb-client, an optional dependency
+    from collector.influx import InfluxSink
+
+log = logging.getLogger(__name__)
+
+
+class MirroredLedger(Ledger):
+    """A ``Ledger`` whose new batches and commits are also queued to ``sink`` (set it
+    after ``open``; None mirrors nothing)."""
+
+    sink: InfluxSink | None = None
+
+    @classmethod
+    def open_mirrored(cls, url: str, *, synchronous: str = "FULL") -> MirroredLedger:
+        ledger = cls.open(url, synchronous=synchronous)
+        assert isinstance(ledger, MirroredLedger)
+        return ledger
+
+    def record_batch(
+        self,
+        node: str,
+        boot_id: str,
+        seq: int,
+        received_at: float,
+        body: bytes,
+        sample_count: int,
+    ) -> int | None:
+        batch_id = super().record_batch(node, boot_id, seq, received_at, body, sample_count)
+        if batch_id is not None and self.sink is not None:
+            try:
+                self.sink.add_batch(body, sample_count)
+            except Exception:  # the sink is optional; the ack is not
+                log.exception("influx sink: cannot queue a batch")
+        return batch_id
+
+    def commit(self, write: LedgerWrite) -> None:
+        super().commit(write)
+        if self.sink is not None and write.workload_usage:
+            try:
+                self.sink.add_rollups(list(write.workload_usage))
+            except Exception:
+                log.exception("influx sink: cannot queue rollups")
+
+
+class InfluxSinkMetrics:
+    """Prometheus collector for the sink's own counters, built fresh on every scrape."""
+
+    def __init__(self, sink: InfluxSink) -> None:
+        self._sink = sink
+
+    def collect(self) -> Iterable[Metric]:
+        c = self._sink.counters()
+        enqueued = CounterMetricFamily(
+            "gpufleet_influx_points_enqueued", "Points queued for InfluxDB since start"
+        )
+        enqueued.add_metric([], c.enqueued)
+        written = CounterMetricFamily(
+            "gpufleet_influx_points_written", "Points InfluxDB accepted since start"
+        )
+        written.add_metric([], c.written)
+        dropped = CounterMetricFamily(
+            "gpufleet_influx_points_dropped",
+            "Points given up: overflow (queue full), rejected (by the server), shutdown, "
+            "unreadable",
+            labels=["reason"],
+        )
+        for reason in sorted({"overflow", "rejected", *c.dropped}):
+            dropped.add_metric([reason], c.dropped.get(reason, 0))
+        failures = CounterMetricFamily(
+            "gpufleet_influx_write_failures", "Write requests to InfluxDB that failed"
+        )
+        failures.add_metric([], c.write_failures)
+        queued = GaugeMetricFamily(
+            "gpufleet_influx_queue_points", "Points waiting for InfluxDB (including in flight)"
+        )
+        queued.add_metric([], c.queued)
+        return [enqueued, written, dropped, failures, queued]
+
+
+def metrics_route(sink: InfluxSink, path: str = "/metrics/influx") -> Route:
+    """``GET /metrics/influx``: the sink's counters in the Prometheus text format."""
+    registry = CollectorRegistry(auto_describe=True)
+    registry.register(InfluxSinkMetrics(sink))
+
+    async def metrics(request: Request) -> Response:
+        encoder, content_type = choose_encoder(request.headers.get("accept", ""))
+        return Response(encoder(registry), headers={"Content-Type": content_type})
+
+    return Route(path, metrics, methods=["GET"])
+
+
+def build_influx_sink(settings: InfluxSettings, ledger: Ledger, currency: str) -> InfluxSink:
+    """The real sink for ``settings`` (enabled), reading rollups from ``ledger``; not started."""
+    try:
+        from collector.influx import InfluxSink
+        from collector.influx_writer import InfluxWriter
+    except ImportError as err:
+        raise ConfigError(
+            "influx.url is set but influxdb-client is not installed "
+            "(pip install 'gpufleet[influx]')"
+        ) from err
+    token = read_secret(settings.token, settings.token_file, "influx.token") or ""
+    return InfluxSink(InfluxWriter(settings, token), settings, ledger.usage_by_workload, currency)
