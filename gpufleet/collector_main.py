@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -22,9 +22,13 @@ from collector.auth import load_tokens
 from collector.carbon import HourlyFeed, IntensityTable
 from collector.config import CollectorSettings
 from collector.cost import PriceBook
+from collector.influx_hooks import MirroredLedger, build_influx_sink, metrics_route
 from collector.ledger import Ledger
 from collector.pipeline import Pipeline
 from gpufleet.settings import load_settings
+
+if TYPE_CHECKING:
+    from collector.influx import InfluxSink
 
 log = logging.getLogger("gpufleet.collector")
 
@@ -58,6 +62,8 @@ class Collector:
     pipeline: Pipeline
     app: Starlette
     scheduler: BackgroundScheduler
+    #: the optional InfluxDB sink (settings.influx); its counters at /metrics/influx
+    influx: InfluxSink | None = None
 
     def start_jobs(self, apply_every_seconds: float = APPLY_EVERY_SECONDS) -> None:
         """APScheduler drives applying, recommendation evaluation and retention."""
@@ -81,6 +87,8 @@ class Collector:
         if self.scheduler.running:
             self.scheduler.shutdown(wait=True)
         self.pipeline.tick(flush=True)
+        if self.influx is not None:  # drains what it can before the ledger closes
+            self.influx.close()
         self.ledger.close()
 
 
@@ -112,12 +120,28 @@ def build_collector(
         else None
     )
     accountant = Accountant(prices, table, settings.carbon, feed)
-    ledger = Ledger.open(settings.ledger.url)
+    ledger, influx = _open_ledger(settings, accountant.currency)
     pipeline = Pipeline(settings, ledger, accountant, clock)
     app = create_app(
         pipeline, settings, tokens if tokens is not None else load_tokens(settings.server), clock
     )
-    return Collector(settings, ledger, pipeline, app, BackgroundScheduler())
+    if influx is not None:
+        app.router.routes.append(metrics_route(influx))
+        influx.start()
+    return Collector(settings, ledger, pipeline, app, BackgroundScheduler(), influx)
+
+
+def _open_ledger(settings: CollectorSettings, currency: str) -> tuple[Ledger, InfluxSink | None]:
+    """The ledger; with ``influx.url`` set, one that mirrors batches and rollups to a sink."""
+    if not settings.influx.enabled:
+        return Ledger.open(settings.ledger.url), None
+    ledger = MirroredLedger.open_mirrored(settings.ledger.url)
+    try:
+        ledger.sink = build_influx_sink(settings.influx, ledger, currency)
+    except BaseException:
+        ledger.close()
+        raise
+    return ledger, ledger.sink
 
 
 def serve(collector: Collector, stop: threading.Event | None = None) -> uvicorn.Server:
