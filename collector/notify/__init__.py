@@ -1,0 +1,1 @@
+"""Chat notifications: one small module per service, routing, digests, a durable outbox."""

@@ -1,0 +1,138 @@
+"""Every sentence a message can contain, in English and Simplified Chinese.
+
+The Chinese is written the way Feishu/DingTalk/WeCom users write operations notices
+(full-width punctuation, 张 for GPUs, 每月约 for estimates), not word-for-word English.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Phrases:
+    digest_title: str
+    headlines: dict[str, str]
+    label: dict[str, str]
+    gpus: str
+    cost: str
+    energy: str
+    units: tuple[str, str, str]  # day, hour, minute
+    unit_sep: str
+    opt_out_cmd: str
+    opt_out_admin: str
+    reasons: dict[str, str]
+    open_collector: str
+    open_grafana: str
+    extra: dict[str, str] = field(default_factory=dict)
+
+    def duration(self, seconds: float) -> str:
+        minutes = int(max(0.0, seconds) // 60)
+        days, rest = divmod(minutes, 24 * 60)
+        hours, mins = divmod(rest, 60)
+        parts = [(days, self.units[0]), (hours, self.units[1]), (mins, self.units[2])]
+        shown = [f"{n}{self.unit_sep}{unit}" for n, unit in parts if n][:2]
+        return " ".join(shown) if shown else f"0{self.unit_sep}{self.units[2]}"
+
+
+ENGLISH = Phrases(
+    digest_title="gpufleet: {n} notifications",
+    headlines={
+        "opened:release_idle": "{n} idle GPU(s) held by {subject}",
+        "opened:scale_down": "Unallocated idle GPUs on {subject}",
+        "opened": "{title}",
+        "updated": "Update: {subject}",
+        "reminder": "Still idle: {subject}",
+        "resolved": "Resolved: {subject}",
+        "warning": "{subject}: its GPUs will be released at {deadline}",
+        "acted": "Released: {subject}",
+        "dry_run": "Dry run: would release {subject}",
+        "notify_only": "Deadline passed: {subject} (policy: notify only)",
+        "failed": "Release failed: {subject}",
+        "skipped": "Not released: {subject}",
+        "firing": "[FIRING] {title}",
+        "alert_resolved": "[RESOLVED] {title}",
+    },
+    label={
+        "workload": "Workload",
+        "user": "User",
+        "node": "Node",
+        "gpus": "GPUs",
+        "idle": "Idle for",
+        "cost": "Cost",
+        "energy": "Energy and CO2",
+        "action": "Action",
+        "deadline": "Deadline",
+        "opt_out": "To keep it",
+        "reason": "Reason",
+        "detail": "Details",
+    },
+    gpus="{n} x {models}",
+    cost="{hour:,.2f} {cur}/h, about {month:,.0f} {cur}/month",
+    energy="{kwh:,.0f} kWh and {kg:,.0f} kg CO2e per month",
+    units=("d", "h", "min"),
+    unit_sep=" ",
+    opt_out_cmd="run `{cmd}`, or put the GPU back to work",
+    opt_out_admin="ask the GPU operators for an exemption, or put the GPU back to work",
+    reasons={
+        "exempt": "exempt by policy",
+        "stale": "GPU data is missing or stale",
+        "active": "the GPU is in use again",
+        "target_gone": "the workload no longer exists",
+    },
+    open_collector="Open in gpufleet",
+    open_grafana="Grafana",
+)
+
+CHINESE = Phrases(
+    digest_title="gpufleet：{n} 条新通知",
+    headlines={
+        "opened:release_idle": "{subject} 占用的 {n} 张 GPU 一直空闲，建议释放",
+        "opened:scale_down": "{subject} 上有 GPU 空闲且无人使用，建议缩容",
+        "opened": "{title}",
+        "updated": "情况有变化：{subject}",
+        "reminder": "仍在空闲：{subject}",
+        "resolved": "已解除：{subject}",
+        "warning": "释放预告：{subject} 的 GPU 将于 {deadline} 自动释放",
+        "acted": "已自动释放：{subject}",
+        "dry_run": "演练（未实际执行）：本应释放 {subject}",
+        "notify_only": "已到期：{subject}（当前策略仅通知，不自动释放）",
+        "failed": "释放失败：{subject}",
+        "skipped": "未释放：{subject}",
+        "firing": "【告警】{title}",
+        "alert_resolved": "【已恢复】{title}",
+    },
+    label={
+        "workload": "作业",
+        "user": "用户",
+        "node": "节点",
+        "gpus": "GPU",
+        "idle": "已空闲",
+        "cost": "费用",
+        "energy": "能耗与碳排放",
+        "action": "处理方式",
+        "deadline": "截止时间",
+        "opt_out": "如需保留",
+        "reason": "原因",
+        "detail": "详情",
+    },
+    gpus="{n} 张 {models}",
+    cost="每小时 {hour:,.2f} {cur}，每月约 {month:,.0f} {cur}",
+    energy="每月约 {kwh:,.0f} 千瓦时电，{kg:,.0f} 千克二氧化碳当量",
+    units=("天", "小时", "分钟"),
+    unit_sep=" ",
+    opt_out_cmd="执行 `{cmd}`，或让 GPU 重新跑起来",
+    opt_out_admin="请联系 GPU 管理员申请豁免，或让 GPU 重新跑起来",
+    reasons={
+        "exempt": "按策略豁免",
+        "stale": "GPU 数据缺失或已过期",
+        "active": "GPU 已重新使用",
+        "target_gone": "作业已不存在",
+    },
+    open_collector="在 gpufleet 中查看",
+    open_grafana="Grafana 看板",
+)
+
+
+def for_language(language: str) -> Phrases:
+    return CHINESE if language == "zh" else ENGLISH

@@ -1,0 +1,84 @@
+"""Slack incoming webhook: Block Kit with a top-level ``text`` fallback; success is HTTP 200
+with the body ``ok`` (anything else is a plain-text error such as ``invalid_payload``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from collector.notify.messages import Section, Text, as_markdown
+from collector.notify.settings import Channel
+from collector.notify.vendor import (
+    JSON_HEADERS,
+    Outcome,
+    Request,
+    Service,
+    Verdict,
+    classify_http,
+    json_body,
+    short,
+)
+
+MAX_BLOCKS = 50
+MAX_FIELDS_PER_SECTION = 10
+MAX_SECTION_CHARS = 3000
+
+
+def escape(text: str) -> str:
+    """Slack mrkdwn needs &, < and > escaped (its own link syntax uses < and >)."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def blocks(text: Text) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = [
+        {"type": "header", "text": {"type": "plain_text", "text": text.title[:150]}}
+    ]
+    for section in text.sections:
+        out += _section_blocks(section)
+    if text.mentions:
+        mention = " ".join(f"<@{m}>" for m in text.mentions)
+        out.append({"type": "context", "elements": [{"type": "mrkdwn", "text": mention}]})
+    if text.links:
+        buttons = [
+            {"type": "button", "text": {"type": "plain_text", "text": label}, "url": url}
+            for label, url in text.links
+        ]
+        out.append({"type": "actions", "elements": buttons})
+    return out
+
+
+def _section_blocks(section: Section) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    if section.heading:
+        heading = f"*{escape(section.heading)}*"[:MAX_SECTION_CHARS]
+        out.append({"type": "section", "text": {"type": "mrkdwn", "text": heading}})
+    fields = [
+        {"type": "mrkdwn", "text": f"*{escape(label)}*\n{escape(value)}"[:2000]}
+        for label, value in section.fields
+    ]
+    for start in range(0, len(fields), MAX_FIELDS_PER_SECTION):
+        out.append({"type": "section", "fields": fields[start : start + MAX_FIELDS_PER_SECTION]})
+    return out
+
+
+def build(text: Text, channel: Channel, now: float) -> Request:
+    fallback = as_markdown(text, bold="*", link=lambda label, url: f"<{url}|{label}>")
+    payload = {"text": fallback[:MAX_SECTION_CHARS], "blocks": blocks(text)}
+    return Request(channel.url, json_body(payload), dict(JSON_HEADERS))
+
+
+def interpret(status: int, headers: Mapping[str, str], body: bytes) -> Outcome:
+    verdict = classify_http(status, headers, frozenset({200}))
+    if verdict is not None:
+        detail = f"{verdict.detail} {short(body.decode(errors='replace'))}".strip()
+        return Outcome(verdict.verdict, verdict.retry_after_seconds, detail)
+    if body.strip() == b"ok":
+        return Outcome(Verdict.OK)
+    return Outcome(Verdict.PERMANENT, None, short(body.decode(errors="replace")))
+
+
+def fits(text: Text, channel: Channel) -> bool:
+    return len(blocks(text)) <= MAX_BLOCKS
+
+
+SERVICE = Service(build, interpret, fits)
