@@ -25,6 +25,7 @@ from collector.cost import PriceBook
 from collector.influx_hooks import MirroredLedger, build_influx_sink, metrics_route
 from collector.ledger import Ledger
 from collector.pipeline import Pipeline
+from collector.web import ConsoleSources, SeriesBuffer, SeriesTap, console_routes
 from gpufleet.settings import load_settings
 
 if TYPE_CHECKING:
@@ -122,9 +123,13 @@ def build_collector(
     accountant = Accountant(prices, table, settings.carbon, feed)
     ledger, influx = _open_ledger(settings, accountant.currency)
     pipeline = Pipeline(settings, ledger, accountant, clock)
+    tokens = tokens if tokens is not None else load_tokens(settings.server)
+    series = SeriesBuffer()  # recent per-GPU samples for the console's charts
+    console = ConsoleSources(pipeline, ledger, prices, accountant.currency, series)
     app = create_app(
-        pipeline, settings, tokens if tokens is not None else load_tokens(settings.server), clock
-    )
+        SeriesTap(pipeline, series), settings, tokens, clock,
+        extra_routes=console_routes(console, settings, tokens, clock),
+    )  # fmt: skip
     if influx is not None:
         app.router.routes.append(metrics_route(influx))
         influx.start()

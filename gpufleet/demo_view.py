@@ -97,6 +97,7 @@ def print_urls(demo: Demo) -> None:
                   f"/metrics, /openapi.json, /docs)")  # fmt: skip
     console.print(f"API token   {demo.token}  (this demo's only; "
                   f"curl -H 'Authorization: Bearer {demo.token}' {demo.url}/v1/fleet)")  # fmt: skip
+    console.print(f"console     {demo.url}/ui/#token={demo.token}  (signs this browser tab in)")
     for agent in demo.agents:
         console.print(f"agent       {agent.metrics_url}")
 

@@ -1,0 +1,101 @@
+// Small SVG charts drawn in the browser: no library, no network.
+import { h, s } from "./dom.js";
+import { clock } from "./format.js";
+
+const W = 560, H = 190, LEFT = 52, RIGHT = 14, TOP = 10, BOTTOM = 24;
+const TIME_STEPS = [600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400];
+
+function niceStep(span, ticks) {
+  const raw = span / ticks;
+  const power = 10 ** Math.floor(Math.log10(raw));
+  const m = raw / power;
+  return (m <= 1 ? 1 : m <= 2 ? 2 : m <= 2.5 ? 2.5 : m <= 5 ? 5 : 10) * power;
+}
+
+function yAxis(maxValue, fixedMax) {
+  if (fixedMax !== undefined) return { max: fixedMax, step: fixedMax / 4 };
+  const step = niceStep(maxValue > 0 ? maxValue : 1, 4);
+  return { max: Math.ceil((maxValue > 0 ? maxValue : 1) / step) * step, step };
+}
+
+function segments(points, x, y, maxGap) {
+  const runs = [];
+  let run = [], last = null;
+  for (const p of points) {
+    if (p.v === null || p.v === undefined || (last !== null && p.t - last > maxGap)) {
+      if (run.length) runs.push(run);
+      run = [];
+    }
+    if (p.v !== null && p.v !== undefined) run.push(`${x(p.t).toFixed(1)} ${y(p.v).toFixed(1)}`);
+    last = p.t;
+  }
+  if (run.length) runs.push(run);
+  return runs.map((r) => (r.length === 1 ? `M${r[0]} h1` : "M" + r.join(" L"))).join(" ");
+}
+
+function grid(axis, y, tStart, tEnd, x, format) {
+  const lines = [];
+  for (let v = 0; v <= axis.max + axis.step / 2; v += axis.step) {
+    lines.push(s("line", { class: "grid", x1: LEFT, x2: W - RIGHT, y1: y(v), y2: y(v) }));
+    lines.push(s("text", { class: "tick", x: LEFT - 6, y: y(v) + 4, "text-anchor": "end" }, format(v)));
+  }
+  const step = TIME_STEPS.find((st) => (tEnd - tStart) / st <= 6) || 86400;
+  for (let ts = Math.ceil(tStart / step) * step; ts <= tEnd; ts += step) {
+    lines.push(s("line", { class: "grid", x1: x(ts), x2: x(ts), y1: TOP, y2: H - BOTTOM }));
+    lines.push(s("text", { class: "tick", x: x(ts), y: H - 6, "text-anchor": "middle" }, clock(ts)));
+  }
+  return lines;
+}
+
+// series: [{name, points: [{t, v}]}]; opts: {title, tStart, tEnd, format, unit, max, gap}
+export function lineChart(series, opts) {
+  const values = series.flatMap((one) => one.points.map((p) => p.v)).filter((v) => v !== null);
+  const axis = yAxis(Math.max(0, ...values), opts.max);
+  const x = (ts) => LEFT + ((ts - opts.tStart) / Math.max(1, opts.tEnd - opts.tStart)) * (W - LEFT - RIGHT);
+  const y = (v) => H - BOTTOM - (v / axis.max) * (H - TOP - BOTTOM);
+  const paths = series.map((one, i) => s("path", {
+    class: `line series-${i % 8}`, d: segments(one.points, x, y, opts.gap || Infinity),
+    "data-series": one.name, "data-points": one.points.filter((p) => p.v !== null).length,
+  }));
+  const svg = s("svg", { viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": opts.title, class: "chart-svg" },
+    grid(axis, y, opts.tStart, opts.tEnd, x, opts.format), paths);
+  const legend = h("ul", { class: "legend" }, series.map((one, i) => {
+    const last = [...one.points].reverse().find((p) => p.v !== null);
+    return h("li", { "data-series": one.name }, h("span", { class: `swatch series-${i % 8}` }), one.name, " ",
+      h("span", { class: "muted", "data-last": last ? last.v : "" }, last ? opts.format(last.v) + opts.unit : "—"));
+  }));
+  return h("figure", { class: "chart", "data-chart": opts.id },
+    h("figcaption", {}, opts.title, h("span", { class: "muted" }, ` (${opts.unit.trim()})`)), svg, legend);
+}
+
+// rows: [{label, value, text}], drawn as horizontal bars scaled to the largest value
+export function barChart(rows, opts) {
+  const W = 1180, rowH = 24, labelW = 170, valueW = 90;
+  const height = rows.length * rowH + 6;
+  const top = Math.max(...rows.map((r) => r.value), 0) || 1;
+  const bars = rows.map((r, i) => {
+    const yPos = 3 + i * rowH;
+    const width = (Math.max(0, r.value) / top) * (W - labelW - valueW);
+    return s("g", { "data-bar": r.label },
+      s("text", { class: "bar-label", x: labelW - 8, y: yPos + 16, "text-anchor": "end" }, r.label),
+      s("rect", { class: `bar ${r.muted ? "bar-muted" : ""}`, x: labelW, y: yPos + 3, width: Math.max(1, width), height: rowH - 8, rx: 3 }),
+      s("text", { class: "bar-value", x: labelW + width + 6, y: yPos + 16 }, r.text));
+  });
+  return h("figure", { class: "chart", "data-chart": opts.id },
+    h("figcaption", {}, opts.title),
+    s("svg", { viewBox: `0 0 ${W} ${height}`, role: "img", "aria-label": opts.title, class: "chart-svg" }, bars));
+}
+
+// counts: [{key, label, value}] as one stacked bar; a bigger value is a wider part
+export function stackBar(counts, id) {
+  const total = counts.reduce((sum, c) => sum + c.value, 0) || 1;
+  let x = 0;
+  const parts = counts.map((c) => {
+    const width = (c.value / total) * W;
+    const part = s("rect", { class: `stack state-${c.key}`, x, y: 0, width, height: 14 },
+      s("title", {}, `${c.label}: ${c.value}`));
+    x += width;
+    return part;
+  });
+  return s("svg", { viewBox: `0 0 ${W} 14`, class: "stack-svg", preserveAspectRatio: "none", "data-chart": id }, parts);
+}

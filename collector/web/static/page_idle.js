@@ -1,0 +1,46 @@
+// Idle GPUs: who holds each, since when, what it costs per hour, what it burns.
+import { h, kpi, table } from "./dom.js";
+import * as f from "./format.js";
+import { t } from "./i18n.js";
+import { todayUsage, wasting, workloadHref } from "./page_fleet.js";
+
+function holder(gpu) {
+  if (!gpu.workloads.length) return h("span", { class: "muted" }, t("unallocated"));
+  return gpu.workloads.map((w, i) => [i ? ", " : "", h("a", { href: workloadHref(w.key) }, w.key)]);
+}
+
+function row(gpu, used, now) {
+  return h("tr", { "data-uuid": gpu.uuid, "data-state": gpu.state },
+    h("td", { class: "nw" }, f.gpuLabel(gpu)),
+    h("td", {}, gpu.model),
+    h("td", { "data-col": "holder" }, holder(gpu)),
+    h("td", { class: "nw" }, gpu.idle_since === null ? "—" : f.stamp(gpu.idle_since)),
+    h("td", { class: "num" }, gpu.idle_since === null ? "—" : f.duration(now - gpu.idle_since)),
+    h("td", { class: "num", "data-col": "price" }, f.money(used.price_per_hour)),
+    h("td", { class: "num", "data-col": "power" }, f.watts(gpu.power_watts)),
+    h("td", { class: "num", "data-col": "idle-energy" }, f.kwh(used.usage.idle_energy_joules)));
+}
+
+export async function render({ fleet }) {
+  const usage = await todayUsage(fleet);
+  const byUuid = new Map(usage.gpus.map((g) => [g.uuid, g]));
+  const blank = { price_per_hour: 0, usage: { idle_energy_joules: 0 } };
+  const idle = fleet.gpus.filter(wasting)
+    .sort((a, b) => (a.idle_since ?? Infinity) - (b.idle_since ?? Infinity) || a.uuid.localeCompare(b.uuid));
+  const cur = usage.currency;
+  const wasteNow = idle.reduce((sum, g) => sum + (byUuid.get(g.uuid) || blank).price_per_hour, 0);
+  const energy = idle.reduce((sum, g) => sum + (byUuid.get(g.uuid) || blank).usage.idle_energy_joules, 0);
+  const columns = [{ label: t("col.gpu") }, { label: t("col.model") }, { label: t("col.holder") },
+    { label: t("col.idle_since") }, { label: t("col.idle_for"), num: true },
+    { label: `${t("col.cost_hour")} (${cur})`, num: true }, { label: `${t("col.power")} (W)`, num: true },
+    { label: `${t("col.idle_energy")} (kWh)`, num: true }];
+  return h("div", { class: "page" },
+    h("h1", {}, t("idle.title")),
+    h("div", { class: "kpis" },
+      kpi(t("idle.count"), "idle-count", f.int(idle.length)),
+      kpi(t("idle.waste_now"), "waste-now", f.money(wasteNow), `${cur}/h`),
+      kpi(t("idle.energy_today"), "idle-energy", f.kwh(energy), "kWh")),
+    idle.length
+      ? table(columns, idle.map((g) => row(g, byUuid.get(g.uuid) || blank, fleet.now)), { "data-table": "idle" })
+      : h("p", { class: "muted" }, t("idle.none")));
+}

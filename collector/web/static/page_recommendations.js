@@ -1,0 +1,72 @@
+// Recommendations: kind, subject, evidence, savings per month (money, kWh, kgCO2e); dismiss.
+import { getJSON, postJSON, query } from "./api.js";
+import { h, kpi, table } from "./dom.js";
+import * as f from "./format.js";
+import { t } from "./i18n.js";
+import { workloadHref } from "./page_fleet.js";
+
+const LIVE = new Set(["open", "notified"]);
+
+function evidenceValue(name, value) {
+  if (typeof value === "number" && name.endsWith("_seconds")) return f.duration(value);
+  if (typeof value === "number" && name.endsWith("_since")) return f.stamp(value);
+  if (typeof value === "number" && name.endsWith("_bytes")) return f.gib(value) + " GiB";
+  if (typeof value === "number" && name.endsWith("_watts")) return f.watts(value) + " W";
+  if (typeof value === "number") return Number.isInteger(value) ? String(value) : value.toFixed(2);
+  if (Array.isArray(value)) return value.length > 2 ? `${value.length} × ${String(value[0]).slice(0, 12)}…` : value.join(", ");
+  return typeof value === "object" && value !== null ? JSON.stringify(value) : String(value);
+}
+
+function evidence(rec) {
+  return h("dl", { class: "evidence" }, Object.entries(rec.evidence).slice(0, 7).map(([name, value]) =>
+    h("div", {}, h("dt", {}, name.replaceAll("_", " ")), h("dd", { title: Array.isArray(value) ? value.join("\n") : null }, evidenceValue(name, value)))));
+}
+
+function row(rec, redraw) {
+  const subject = rec.workload_key ? h("a", { href: workloadHref(rec.workload_key) }, rec.subject) : rec.subject;
+  const dismiss = async (event) => {
+    event.target.disabled = true;
+    await postJSON(`/v1/recommendations/${encodeURIComponent(rec.id)}/dismiss`);
+    await redraw();
+  };
+  return h("tr", { "data-rec": rec.id, "data-status": rec.status },
+    h("td", {}, h("span", { class: `kind kind-${rec.kind}` }, t("kind." + rec.kind))),
+    h("td", {}, subject, h("div", { class: "muted small" }, rec.title)),
+    h("td", {}, evidence(rec)),
+    h("td", { class: "num", "data-col": "money" }, f.money0(rec.savings.money_per_month)),
+    h("td", { class: "num", "data-col": "kwh" }, f.money0(rec.savings.energy_kwh_per_month)),
+    h("td", { class: "num", "data-col": "kg" }, f.money0(rec.savings.carbon_kg_per_month)),
+    h("td", {}, t("status." + rec.status)),
+    h("td", {}, LIVE.has(rec.status) ? h("button", { type: "button", class: "quiet", onclick: dismiss, "data-dismiss": rec.id }, t("rec.dismiss")) : null));
+}
+
+function statusPicker(current) {
+  const select = h("select", { id: "rec-status", "aria-label": t("rec.show") },
+    h("option", { value: "live" }, t("rec.show.live")), h("option", { value: "all" }, t("rec.show.all")));
+  select.value = current;
+  select.addEventListener("change", () => {
+    location.search = select.value === "all" ? "?status=all" : "";
+  });
+  return h("label", { class: "picker" }, t("rec.show"), " ", select);
+}
+
+export async function render({ params, redraw }) {
+  const show = params.get("status") === "all" ? "all" : "live";
+  const answer = await getJSON(show === "all" ? query("/v1/recommendations", { status: "all" }) : "/v1/recommendations");
+  const recs = answer.recommendations;
+  const live = recs.filter((r) => LIVE.has(r.status));
+  const sum = (key) => live.reduce((total, r) => total + r.savings[key], 0);
+  const cur = recs.length ? recs[0].savings.currency : "";
+  const columns = [{ label: t("col.kind") }, { label: t("col.subject") }, { label: t("col.evidence") },
+    { label: `${t("col.saves_money")} (${cur})`, num: true }, { label: t("col.saves_energy"), num: true },
+    { label: t("col.saves_carbon"), num: true }, { label: t("col.status") }, { label: "" }];
+  return h("div", { class: "page" },
+    h("div", { class: "title-row" }, h("h1", {}, t("rec.title")), statusPicker(show)),
+    h("div", { class: "kpis" },
+      kpi(t("rec.open_count"), "rec-count", f.int(live.length)),
+      kpi(t("rec.saves_money"), "rec-money", f.money0(sum("money_per_month")), cur),
+      kpi(t("rec.saves_energy"), "rec-kwh", f.money0(sum("energy_kwh_per_month")), "kWh"),
+      kpi(t("rec.saves_carbon"), "rec-kg", f.money0(sum("carbon_kg_per_month")), "kgCO2e")),
+    recs.length ? table(columns, recs.map((r) => row(r, redraw)), { "data-table": "recommendations" })
+      : h("p", { class: "muted" }, t("rec.none")));
+}

@@ -1,0 +1,52 @@
+// One workload: its GPUs' activity, memory and power over the last hours; energy, carbon, idle.
+import { getJSON, query } from "./api.js";
+import { lineChart } from "./charts.js";
+import { h, kpi } from "./dom.js";
+import * as f from "./format.js";
+import { t } from "./i18n.js";
+
+const HOURS = 6;
+const CHARTS = [
+  { id: "activity", title: "wl.activity", unit: " %", max: 100, value: (p) => (p.sm_activity === null ? null : p.sm_activity * 100), format: (v) => v.toFixed(0) },
+  { id: "memory", title: "wl.memory", unit: " GiB", value: (p) => (p.memory_used_bytes === null ? null : p.memory_used_bytes / 2 ** 30), format: (v) => v.toFixed(1) },
+  { id: "power", title: "wl.power", unit: " W", value: (p) => p.power_watts, format: (v) => v.toFixed(0) },
+];
+
+function facts(report) {
+  const rows = [["wl.kind", report.kind], ["wl.namespace", report.namespace], ["wl.team", report.team],
+    ["wl.user", report.user], ["wl.models", report.gpu_models.join(", ")]];
+  return h("dl", { class: "facts" }, rows.filter(([, v]) => v).map(([k, v]) => h("div", {}, h("dt", {}, t(k)), h("dd", {}, v))));
+}
+
+async function charts(gpus, now) {
+  const start = now - HOURS * 3600;
+  const answers = await Promise.all(gpus.map((g) =>
+    getJSON(query(`/v1/gpus/${encodeURIComponent(g.uuid)}/series`, { start, end: now + 1 }))));
+  const gap = 2.5 * (answers[0] ? answers[0].resolution_seconds : 60);
+  const first = Math.min(...answers.flatMap((a) => a.points.slice(0, 1).map((p) => p.start)));
+  const from = Number.isFinite(first) ? Math.max(start, first) : start;
+  return CHARTS.map((c) => lineChart(
+    gpus.map((g, i) => ({ name: f.gpuLabel(g), points: answers[i].points.map((p) => ({ t: p.start, v: c.value(p) })) })),
+    { id: c.id, title: t(c.title), unit: c.unit, max: c.max, format: c.format, tStart: from, tEnd: now, gap }));
+}
+
+export async function render({ fleet, params }) {
+  const key = params.get("key") || "";
+  const answer = await getJSON(query("/v1/workloads", { start: fleet.now - 86400, end: fleet.now }));
+  const report = answer.workloads.find((w) => w.key === key);
+  const gpus = fleet.gpus.filter((g) => g.workloads.some((w) => w.key === key));
+  const head = h("h1", {}, t("wl.title"), " ", h("code", { "data-figure": "workload-key" }, key));
+  if (!report) return h("div", { class: "page" }, head, h("p", { class: "muted" }, t("wl.missing", { key })));
+  const u = report.usage;
+  return h("div", { class: "page" }, head, facts(report),
+    h("p", { class: "muted small" }, t("wl.window")),
+    h("div", { class: "kpis" },
+      kpi(t("wl.energy"), "energy", f.kwh(u.energy_joules), "kWh"),
+      kpi(t("wl.carbon"), "carbon", f.kg(u.carbon_grams), "kgCO2e"),
+      kpi(t("wl.cost"), "cost", f.money(u.cost), report.currency),
+      kpi(t("wl.idle_cost"), "idle-cost", f.money(u.idle_cost), report.currency),
+      kpi(t("wl.episodes"), "episodes", f.int(report.idle_episodes), "", `${t("wl.longest")}: ${f.duration(report.longest_idle_seconds)}`),
+      kpi(t("wl.gpus_now"), "gpus-now", f.int(gpus.length))),
+    h("h2", {}, t("wl.charts")),
+    gpus.length ? h("div", { class: "charts" }, await charts(gpus, fleet.now)) : h("p", { class: "muted" }, t("wl.no_gpus")));
+}
