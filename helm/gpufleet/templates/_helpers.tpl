@@ -78,9 +78,37 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- $ledger := merge (dict "url" "/var/lib/gpufleet/gpufleet.db") (default dict $cfg.ledger) -}}
 {{- $_ := set $cfg "server" $server -}}
 {{- $_ = set $cfg "ledger" $ledger -}}
+{{- $influx := default dict $cfg.influx -}}
+{{- if $influx.url -}}
+{{- $_ = set $cfg "influx" (merge (dict "token_file" (printf "%s/influx-token" (include "gpufleet.secretDir" .))) $influx) -}}
+{{- end -}}
+{{- if $cfg.notifications -}}
+{{- $_ = set $cfg "notifications" (include "gpufleet.notifications" . | fromYaml) -}}
+{{- else -}}
+{{- $_ = unset $cfg "notifications" -}}
+{{- end -}}
 {{- if .Values.collector.priceBook -}}
 {{- $pricing := merge (dict "price_book" "/etc/gpufleet/pricebook.yaml") (default dict $cfg.pricing) -}}
 {{- $_ = set $cfg "pricing" $pricing -}}
 {{- end -}}
 {{- toYaml $cfg -}}
+{{- end -}}
+
+{{/* notifications: each channel's URL and signing key are files from the Secret. */}}
+{{- define "gpufleet.notifications" -}}
+{{- $n := deepCopy .Values.collector.config.notifications -}}
+{{- $dir := include "gpufleet.secretDir" . -}}
+{{- $channels := list -}}
+{{- range $n.channels -}}
+{{- if not (or $.Values.secret.existingSecret (hasKey $.Values.secret.webhooks .name)) -}}
+{{- fail (printf "notifications channel %q: set secret.webhooks.%s to its URL" .name .name) -}}
+{{- end -}}
+{{- $ch := merge (dict "url_file" (printf "%s/webhook-%s" $dir .name)) . -}}
+{{- if hasKey $.Values.secret.signingKeys .name -}}
+{{- $_ := set $ch "secret_file" (printf "%s/signing-key-%s" $dir .name) -}}
+{{- end -}}
+{{- $channels = append $channels $ch -}}
+{{- end -}}
+{{- $_ := set $n "channels" $channels -}}
+{{- toYaml $n -}}
 {{- end -}}

@@ -1,0 +1,165 @@
+"""The collector: one writer on a volume, a Secret for every credential, RBAC only when it acts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from tests.helm.chart import Rendered, container, full_values, mounts, render, volume
+
+DEFAULT = render()
+FULL = render(full_values())
+RBAC_KINDS = {"ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"}
+
+
+def collector(out: Rendered = DEFAULT) -> dict[str, Any]:
+    return out.pod_spec("Deployment")
+
+
+def test_one_replica_recreated_so_sqlite_has_one_writer() -> None:
+    deployment = DEFAULT.one("Deployment")
+    assert deployment["spec"]["replicas"] == 1
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+
+
+def test_the_ledger_lives_on_the_claim() -> None:
+    ledger = yaml.safe_load(DEFAULT.configmap_file("-collector", "collector.yaml"))["ledger"]["url"]
+    spec = collector()
+    directory = ledger.rpartition("/")[0]
+    claim = volume(spec, mounts(spec)[directory]["name"])["persistentVolumeClaim"]["claimName"]
+    pvc = DEFAULT.one("PersistentVolumeClaim")
+    assert claim == pvc["metadata"]["name"]
+    assert pvc["spec"]["resources"]["requests"]["storage"] == "10Gi"
+    full_pvc = FULL.one("PersistentVolumeClaim")["spec"]
+    assert full_pvc["storageClassName"] == "fast-ssd"
+
+
+def test_an_existing_claim_is_used_and_none_is_created() -> None:
+    out = render({"collector": {"persistence": {"existingClaim": "ledger-disk"}}})
+    assert "PersistentVolumeClaim" not in out.kinds()
+    assert volume(collector(out), "data")["persistentVolumeClaim"] == {"claimName": "ledger-disk"}
+
+
+def test_service_probes_and_disruption_budget_point_at_the_pod() -> None:
+    pod_labels = DEFAULT.one("Deployment")["spec"]["template"]["metadata"]["labels"]
+    service = DEFAULT.one("Service", "-collector")
+    assert service["spec"]["selector"].items() <= pod_labels.items()
+    assert service["spec"]["ports"][0]["targetPort"] == "http"
+    pdb = DEFAULT.one("PodDisruptionBudget")
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    main = container(collector())
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        assert main[probe]["httpGet"] == {"path": "/healthz", "port": "http"}
+    assert main["ports"] == [{"name": "http", "containerPort": 8080, "protocol": "TCP"}]
+
+
+def test_runs_as_non_root_with_a_read_only_root() -> None:
+    spec = collector()
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    assert spec["securityContext"]["runAsUser"] != 0
+    assert container(spec)["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container(spec)["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+
+
+def test_network_policy_admits_the_agents() -> None:
+    policy = DEFAULT.one("NetworkPolicy")
+    agent_labels = DEFAULT.one("DaemonSet")["spec"]["template"]["metadata"]["labels"]
+    pod_labels = DEFAULT.one("Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= pod_labels.items()
+    [rule] = policy["spec"]["ingress"]
+    selectors = [p["podSelector"]["matchLabels"] for p in rule["from"] if "podSelector" in p]
+    assert any(s.items() <= agent_labels.items() for s in selectors)
+    assert "NetworkPolicy" not in render({"networkPolicy": {"enabled": False}}).kinds()
+
+
+def test_no_rbac_unless_a_policy_enforces() -> None:
+    for values in (
+        {},
+        {"autoRelease": {"defaultPolicy": "notify"}},
+        {"autoRelease": {"policies": [{"namespace": "ml", "policy": "notify"}]}},
+    ):
+        out = render(values)
+        assert not RBAC_KINDS & set(out.kinds()), values
+        assert collector(out)["automountServiceAccountToken"] is False
+        assert "serviceAccountName" not in collector(out)
+
+
+def _rules(out: Rendered, kind: str) -> dict[str, set[str]]:
+    """resource -> verbs, over every Role/ClusterRole of ``kind``."""
+    verbs: dict[str, set[str]] = {}
+    for role in out.all(kind):
+        for rule in role["rules"]:
+            for resource in rule["resources"]:
+                verbs.setdefault(resource, set()).update(rule["verbs"])
+    return verbs
+
+
+def test_enforcing_namespaces_get_a_role_each_and_nothing_cluster_wide() -> None:
+    roles = FULL.all("Role")
+    assert sorted(r["metadata"]["namespace"] for r in roles) == ["ml-research", "ml-sandbox"]
+    assert not FULL.all("ClusterRole")
+    assert _rules(FULL, "Role") == {
+        "pods": {"get", "list"},
+        "replicasets": {"get"},
+        "deployments": {"get"},
+        "statefulsets": {"get"},
+        "deployments/scale": {"get", "patch", "update"},
+        "statefulsets/scale": {"get", "patch", "update"},
+    }
+    account = FULL.one("ServiceAccount")["metadata"]["name"]
+    assert collector(FULL)["serviceAccountName"] == account
+    for binding in FULL.all("RoleBinding"):
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": account, "namespace": "gpu"}
+        ]
+
+
+def test_dry_run_may_look_but_not_touch() -> None:
+    out = render({"autoRelease": {"defaultPolicy": "enforce", "dryRun": True}})
+    assert (
+        out.one("ClusterRoleBinding")["roleRef"]["name"]
+        == out.one("ClusterRole")["metadata"]["name"]
+    )
+    verbs = set().union(*_rules(out, "ClusterRole").values())
+    assert verbs == {"get", "list"}
+
+
+def test_delete_action_grants_pod_delete_only() -> None:
+    out = render({"autoRelease": {"defaultPolicy": "enforce", "dryRun": False, "action": "delete"}})
+    rules = _rules(out, "ClusterRole")
+    assert rules["pods"] == {"get", "list", "delete"}
+    assert "deployments/scale" not in rules
+
+
+def test_every_credential_is_in_the_secret_and_none_in_a_config_map() -> None:
+    secret = full_values()["secret"]
+    credentials = [secret["agentToken"], *secret["extraTokens"], *secret["webhooks"].values()]
+    credentials += secret["signingKeys"].values()
+    for config_map in FULL.all("ConfigMap"):
+        text = yaml.safe_dump(config_map)
+        assert not [c for c in credentials if c in text]
+    assert FULL.secret_value("collector-tokens").splitlines() == [
+        secret["agentToken"],
+        *secret["extraTokens"],
+    ]
+    assert FULL.secret_value("webhook-ops-slack") == secret["webhooks"]["ops-slack"]
+    assert FULL.secret_value("signing-key-ml-feishu") == secret["signingKeys"]["ml-feishu"]
+    mount = mounts(collector(FULL))["/etc/gpufleet/secrets"]
+    assert (
+        volume(collector(FULL), mount["name"])["secret"]["secretName"]
+        == FULL.one("Secret")["metadata"]["name"]
+    )
+
+
+def test_a_generated_agent_token_is_one_the_collector_accepts() -> None:
+    token = DEFAULT.secret_value("agent-token")
+    assert len(token) == 48
+    assert DEFAULT.secret_value("collector-tokens").splitlines() == [token]
+
+
+def test_an_existing_secret_replaces_the_chart_s() -> None:
+    out = render({"secret": {"existingSecret": "gpufleet-creds"}})
+    assert "Secret" not in out.kinds()
+    assert volume(collector(out), "secrets")["secret"]["secretName"] == "gpufleet-creds"
+    assert volume(out.pod_spec("DaemonSet"), "secrets")["secret"]["secretName"] == "gpufleet-creds"
