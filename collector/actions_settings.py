@@ -1,0 +1,92 @@
+"""The ``actions`` settings section: auto-release policy per namespace or Slurm partition.
+
+Defaults are safe: every policy is ``off`` and ``dry_run`` is true, so nothing is ever
+released until an operator turns a policy to ``enforce`` and dry-run off.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from gpufleet.settings import ConfigError
+
+Mode = Literal["off", "notify", "enforce"]
+
+
+@dataclass(frozen=True)
+class PolicySettings:
+    #: off: nothing; notify: warnings and a notice at the deadline; enforce: then act
+    mode: Mode = "off"
+    #: record and announce what would be done, do nothing
+    dry_run: bool = True
+    #: idle this long (from the start of the idle episode) -> the deadline
+    release_after_seconds: float = 4 * 3600.0
+    #: warn at these fractions of the way to the deadline
+    warn_at: list[float] = field(default_factory=lambda: [0.5, 0.9])
+    #: never act on a workload seen for less than this long
+    min_runtime_seconds: float = 3600.0
+
+    def __post_init__(self) -> None:
+        if self.release_after_seconds <= 0:
+            raise ConfigError("actions: release_after_seconds must be > 0")
+        if any(not 0 < f < 1 for f in self.warn_at):
+            raise ConfigError(f"actions: warn_at fractions must be in (0, 1), got {self.warn_at}")
+
+
+@dataclass(frozen=True)
+class KubernetesSettings:
+    enabled: bool = False
+    #: API server URL; empty = in-cluster service account (or ``kubeconfig``)
+    host: str = ""
+    kubeconfig: Path | None = None
+    token_file: Path | None = None
+    ca_file: Path | None = None
+    verify_tls: bool = True
+    #: scale the pod's Deployment/StatefulSet to zero instead of deleting the pod
+    scale_owners: bool = True
+    grace_period_seconds: int = 30
+
+
+@dataclass(frozen=True)
+class SlurmSettings:
+    enabled: bool = False
+    scancel_path: str = "scancel"
+    #: empty: cancel the job; else ``--signal=<signal>`` (e.g. TERM)
+    signal: str = ""
+    #: the option that carries the reason, where your scancel has one (e.g. ``--reason``);
+    #: empty = the reason is only recorded in the ledger and announced
+    reason_option: str = ""
+    timeout_seconds: float = 30.0
+
+
+@dataclass(frozen=True)
+class WebhookActionSettings:
+    url: str = ""
+    url_file: Path | None = None
+    secret: str = ""
+    secret_file: Path | None = None
+    timeout_seconds: float = 10.0
+
+
+@dataclass(frozen=True)
+class ActionSettings:
+    default: PolicySettings = field(default_factory=PolicySettings)
+    #: by namespace (Kubernetes) or partition/account (Slurm)
+    policies: dict[str, PolicySettings] = field(default_factory=dict)
+    exempt_namespaces: list[str] = field(default_factory=lambda: ["kube-system"])
+    exempt_users: list[str] = field(default_factory=list)
+    #: a pod label or annotation with this key set to "true" exempts it
+    exempt_key: str = "gpufleet.io/exempt"
+    #: never act when a GPU's newest sample is older than this
+    max_data_age_seconds: float = 120.0
+    kubernetes: KubernetesSettings = field(default_factory=KubernetesSettings)
+    slurm: SlurmSettings = field(default_factory=SlurmSettings)
+    webhook: WebhookActionSettings = field(default_factory=WebhookActionSettings)
+
+    def policy_for(self, namespace: str) -> PolicySettings:
+        return self.policies.get(namespace, self.default)
+
+    def any_enabled(self) -> bool:
+        return any(p.mode != "off" for p in (self.default, *self.policies.values()))
