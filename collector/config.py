@@ -9,7 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from collector.actions_settings import ActionSettings
 from collector.influx_settings import InfluxSettings
+from collector.notify.settings import NotificationSettings
 from gpufleet.settings import ConfigError
 
 
@@ -109,4 +111,6 @@ class CollectorSettings:
     ledger: LedgerSettings = field(default_factory=LedgerSettings)
     pricing: PricingSettings = field(default_factory=PricingSettings)
     carbon: CarbonSettings = field(default_factory=CarbonSettings)
+    notifications: NotificationSettings = field(default_factory=NotificationSettings)
+    actions: ActionSettings = field(default_factory=ActionSettings)
     influx: InfluxSettings = field(default_factory=InfluxSettings)
