@@ -73,11 +73,15 @@ def test_network_policy_admits_the_agents() -> None:
     assert "NetworkPolicy" not in render({"networkPolicy": {"enabled": False}}).kinds()
 
 
+def actions(**section: Any) -> dict[str, Any]:
+    return {"collector": {"config": {"actions": section}}}
+
+
 def test_no_rbac_unless_a_policy_enforces() -> None:
     for values in (
         {},
-        {"autoRelease": {"defaultPolicy": "notify"}},
-        {"autoRelease": {"policies": [{"namespace": "ml", "policy": "notify"}]}},
+        actions(default={"mode": "notify"}),
+        actions(policies={"ml": {"mode": "notify", "dry_run": False}}),
     ):
         out = render(values)
         assert not RBAC_KINDS & set(out.kinds()), values
@@ -95,20 +99,24 @@ def _rules(out: Rendered, kind: str) -> dict[str, set[str]]:
     return verbs
 
 
+#: what collector/actions_kubernetes.py says releasing needs, and nothing more
+RELEASE_RBAC = {
+    "pods": {"get", "delete"},
+    "replicasets": {"get"},
+    "deployments/scale": {"patch"},
+    "statefulsets/scale": {"patch"},
+}
+
+
 def test_enforcing_namespaces_get_a_role_each_and_nothing_cluster_wide() -> None:
     roles = FULL.all("Role")
+    # gpu-debug is a Slurm partition (rbac.skipNamespaces): no Role
     assert sorted(r["metadata"]["namespace"] for r in roles) == ["ml-research", "ml-sandbox"]
     assert not FULL.all("ClusterRole")
-    assert _rules(FULL, "Role") == {
-        "pods": {"get", "list"},
-        "replicasets": {"get"},
-        "deployments": {"get"},
-        "statefulsets": {"get"},
-        "deployments/scale": {"get", "patch", "update"},
-        "statefulsets/scale": {"get", "patch", "update"},
-    }
+    assert _rules(FULL, "Role") == RELEASE_RBAC
     account = FULL.one("ServiceAccount")["metadata"]["name"]
     assert collector(FULL)["serviceAccountName"] == account
+    assert collector(FULL)["automountServiceAccountToken"] is True
     for binding in FULL.all("RoleBinding"):
         assert binding["subjects"] == [
             {"kind": "ServiceAccount", "name": account, "namespace": "gpu"}
@@ -116,20 +124,23 @@ def test_enforcing_namespaces_get_a_role_each_and_nothing_cluster_wide() -> None
 
 
 def test_dry_run_may_look_but_not_touch() -> None:
-    out = render({"autoRelease": {"defaultPolicy": "enforce", "dryRun": True}})
-    assert (
-        out.one("ClusterRoleBinding")["roleRef"]["name"]
-        == out.one("ClusterRole")["metadata"]["name"]
+    out = render(actions(default={"mode": "enforce"}))  # dry_run defaults to true
+    binding = out.one("ClusterRoleBinding")
+    assert binding["roleRef"]["name"] == out.one("ClusterRole")["metadata"]["name"]
+    assert _rules(out, "ClusterRole") == {"pods": {"get"}, "replicasets": {"get"}}
+
+
+def test_deleting_pods_needs_no_scale_rights() -> None:
+    out = render(
+        actions(default={"mode": "enforce", "dry_run": False}, kubernetes={"scale_owners": False})
     )
-    verbs = set().union(*_rules(out, "ClusterRole").values())
-    assert verbs == {"get", "list"}
+    assert _rules(out, "ClusterRole") == {"pods": {"get", "delete"}}
 
 
-def test_delete_action_grants_pod_delete_only() -> None:
-    out = render({"autoRelease": {"defaultPolicy": "enforce", "dryRun": False, "action": "delete"}})
-    rules = _rules(out, "ClusterRole")
-    assert rules["pods"] == {"get", "list", "delete"}
-    assert "deployments/scale" not in rules
+def test_the_executor_is_on_exactly_when_rbac_is(tmp_path: Any) -> None:
+    for out, enabled in ((DEFAULT, False), (FULL, True)):
+        text = out.configmap_file("-collector", "collector.yaml")
+        assert yaml.safe_load(text)["actions"]["kubernetes"]["enabled"] is enabled
 
 
 def test_every_credential_is_in_the_secret_and_none_in_a_config_map() -> None:

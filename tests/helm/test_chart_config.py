@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from agent.config import AgentSettings, ShipperSettings
+from collector.actions_settings import ActionSettings, PolicySettings
 from collector.config import CollectorSettings, LedgerSettings, ServerSettings
 from collector.cost import PriceBook
 from collector.notify.settings import ChannelSettings, NotificationSettings, RouteSettings
@@ -44,6 +45,12 @@ COLLECTOR_OWNED = {
     "ledger.url": "collector.persistence",
     "influx.token": "never inline: the Secret",
     "influx.token_file": "the mounted Secret's influx-token",
+}
+#: actions.kubernetes: in-cluster ServiceAccount, enabled when a policy enforces;
+#: actions.webhook: secret.actionWebhook / secret.actionWebhookKey as files
+ACTIONS_OWNED = {
+    "kubernetes": {"enabled", "host", "kubeconfig", "token_file", "ca_file"},
+    "webhook": {"url", "url_file", "secret", "secret_file"},
 }
 #: per notification channel: secret.webhooks.<name> / secret.signingKeys.<name> as files
 CHANNEL_OWNED = {"url", "url_file", "secret", "secret_file"}
@@ -205,6 +212,8 @@ def _json_types(hint: Any) -> set[str]:
         return {"array"}
     if origin is dict:
         return {"object"}
+    if dataclasses.is_dataclass(hint):
+        return {"object"}
     names = {bool: "boolean", int: "integer", float: "number", str: "string", Path: "string"}
     return {names[hint]}
 
@@ -248,3 +257,27 @@ def test_a_channel_without_a_webhook_in_the_secret_fails_the_render() -> None:
     channels = [{"name": "ops", "kind": "slack"}]
     with pytest.raises(HelmRenderError, match=r"set secret.webhooks.ops"):
         render({"collector": {"config": {"notifications": {"channels": channels}}}})
+
+
+def test_action_keys_are_helm_values() -> None:
+    schema = SCHEMA["properties"]["collector"]["properties"]["config"]["properties"]["actions"]
+    hints = typing.get_type_hints(ActionSettings)
+    for section, owned in ACTIONS_OWNED.items():
+        keys = set(schema["properties"][section]["properties"])
+        assert keys == {f.name for f in dataclasses.fields(hints[section])} - owned, section
+    policy = set(schema["properties"]["default"]["properties"])
+    assert policy == {f.name for f in dataclasses.fields(PolicySettings)}
+
+
+def test_full_auto_release_policy_reaches_the_collector(tmp_path: Path) -> None:
+    out = render(full_values())
+    actions = load_collector(out, tmp_path).actions
+    assert actions.policy_for("ml-research").mode == "enforce"
+    assert actions.policy_for("ml-research").release_after_seconds == 7200.0
+    assert actions.policy_for("serving").mode == "off"  # "off" stays a string, not False
+    assert actions.policy_for("elsewhere").mode == "notify"
+    assert actions.kubernetes.enabled and actions.slurm.enabled
+    assert actions.webhook.url_file == Path("/etc/gpufleet/secrets/action-webhook")
+    assert actions.webhook.secret_file == Path("/etc/gpufleet/secrets/action-webhook-key")
+    for key in ("action-webhook", "action-webhook-key"):
+        assert key in out.one("Secret")["data"]

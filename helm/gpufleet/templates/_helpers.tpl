@@ -50,13 +50,24 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{/* Where secrets are mounted in every pod. */}}
 {{- define "gpufleet.secretDir" -}}/etc/gpufleet/secrets{{- end -}}
 
-{{/* Auto-release acts only when some policy enforces. */}}
+{{/* Auto-release acts on Kubernetes only when some policy enforces ("true" or ""). */}}
 {{- define "gpufleet.enforcing" -}}
-{{- $on := eq .Values.autoRelease.defaultPolicy "enforce" -}}
-{{- range .Values.autoRelease.policies -}}
-{{- if eq .policy "enforce" }}{{ $on = true }}{{ end -}}
+{{- $a := .Values.collector.config.actions -}}
+{{- $on := eq (toString (default dict $a.default).mode) "enforce" -}}
+{{- range $name, $policy := $a.policies -}}
+{{- if eq (toString $policy.mode) "enforce" }}{{ $on = true }}{{ end -}}
 {{- end -}}
 {{- if $on }}true{{ end -}}
+{{- end -}}
+
+{{/* Some enforcing policy really acts (dry_run off; dry_run defaults to true). */}}
+{{- define "gpufleet.acting" -}}
+{{- $a := .Values.collector.config.actions -}}
+{{- $acting := false -}}
+{{- range $policy := append (values (default dict $a.policies)) (default dict $a.default) -}}
+{{- if and (eq (toString $policy.mode) "enforce") (hasKey $policy "dry_run") (not $policy.dry_run) }}{{ $acting = true }}{{ end -}}
+{{- end -}}
+{{- if $acting }}true{{ end -}}
 {{- end -}}
 
 {{/* The agent's --config file: the agent.config values plus the keys the chart owns. */}}
@@ -82,6 +93,18 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- if $influx.url -}}
 {{- $_ = set $cfg "influx" (merge (dict "token_file" (printf "%s/influx-token" (include "gpufleet.secretDir" .))) $influx) -}}
 {{- end -}}
+{{- $actions := deepCopy (default dict $cfg.actions) -}}
+{{- $k8s := merge (dict "enabled" (eq (include "gpufleet.enforcing" .) "true")) (default dict $actions.kubernetes) -}}
+{{- $_ = set $actions "kubernetes" $k8s -}}
+{{- $hook := default dict $actions.webhook -}}
+{{- if .Values.secret.actionWebhook -}}
+{{- $_ = set $hook "url_file" (printf "%s/action-webhook" (include "gpufleet.secretDir" .)) -}}
+{{- end -}}
+{{- if .Values.secret.actionWebhookKey -}}
+{{- $_ = set $hook "secret_file" (printf "%s/action-webhook-key" (include "gpufleet.secretDir" .)) -}}
+{{- end -}}
+{{- $_ = set $actions "webhook" $hook -}}
+{{- $_ = set $cfg "actions" $actions -}}
 {{- if $cfg.notifications -}}
 {{- $_ = set $cfg "notifications" (include "gpufleet.notifications" . | fromYaml) -}}
 {{- else -}}
