@@ -24,6 +24,7 @@ from collector.config import CollectorSettings
 from collector.cost import PriceBook
 from collector.influx_hooks import MirroredLedger, build_influx_sink, metrics_route
 from collector.ledger import Ledger
+from collector.notify.service import Alerting, build_alerting
 from collector.pipeline import Pipeline
 from collector.web import ConsoleSources, SeriesBuffer, SeriesTap, console_routes
 from gpufleet.settings import load_settings
@@ -65,6 +66,8 @@ class Collector:
     scheduler: BackgroundScheduler
     #: the optional InfluxDB sink (settings.influx); its counters at /metrics/influx
     influx: InfluxSink | None = None
+    #: chat notifications and auto-release (settings.notifications, settings.actions)
+    alerting: Alerting | None = None
 
     def start_jobs(self, apply_every_seconds: float = APPLY_EVERY_SECONDS) -> None:
         """APScheduler drives applying, recommendation evaluation and retention."""
@@ -73,12 +76,21 @@ class Collector:
             (self.pipeline.evaluate_if_due, apply_every_seconds, "evaluate"),
             (self.prune, PRUNE_EVERY_SECONDS, "prune"),
         ]
+        if self.alerting is not None:
+            jobs.append((self.alert, apply_every_seconds, "alerting"))
         for func, seconds, name in jobs:
             self.scheduler.add_job(
                 _logged(func, name), "interval", seconds=seconds, id=name,
                 max_instances=1, coalesce=True,
             )  # fmt: skip
         self.scheduler.start()
+
+    def alert(self) -> None:
+        """Recommendation changes to chat, one auto-release pass, delivery."""
+        if self.alerting is not None:
+            now = self.pipeline.clock()
+            recs = self.pipeline.recommendations(None)
+            self.alerting.step(self.pipeline.fleet(now), recs, now)
 
     def prune(self) -> None:
         removed = self.ledger.prune(self.pipeline.clock(), self.settings.ledger.retention_days)
@@ -126,14 +138,16 @@ def build_collector(
     tokens = tokens if tokens is not None else load_tokens(settings.server)
     series = SeriesBuffer()  # recent per-GPU samples for the console's charts
     console = ConsoleSources(pipeline, ledger, prices, accountant.currency, series)
+    alerting = build_alerting(settings, ledger, clock, tokens)
     app = create_app(
         SeriesTap(pipeline, series), settings, tokens, clock,
-        extra_routes=console_routes(console, settings, tokens, clock),
+        extra_routes=[*console_routes(console, settings, tokens, clock),
+                      *(alerting.routes if alerting is not None else [])],
     )  # fmt: skip
     if influx is not None:
         app.router.routes.append(metrics_route(influx))
         influx.start()
-    return Collector(settings, ledger, pipeline, app, BackgroundScheduler(), influx)
+    return Collector(settings, ledger, pipeline, app, BackgroundScheduler(), influx, alerting)
 
 
 def _open_ledger(settings: CollectorSettings, currency: str) -> tuple[Ledger, InfluxSink | None]:
