@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import yaml
 
 from tests.helm.chart import Rendered, container, env, full_values, mounts, render, volume
@@ -10,7 +12,7 @@ DEFAULT = render()
 FULL = render(full_values())
 
 
-def agent(out: Rendered = DEFAULT) -> dict:  # type: ignore[type-arg]
+def agent(out: Rendered = DEFAULT) -> dict[str, Any]:
     return out.pod_spec("DaemonSet")
 
 
