@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import secrets
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,9 +27,12 @@ from agent.shipper import Shipper
 from agent.simulated import SimulatedFleet, build_fleet
 from agent.stats import AgentStats
 from collector.config import CollectorSettings, LedgerSettings, ServerSettings
+from collector.influx_settings import InfluxSettings
 from gpufleet.collector_main import Collector, build_collector, serve
 from gpufleet.demo_view import print_summary, run_live
-from gpufleet.settings import ConfigError
+from gpufleet.settings import ConfigError, load_settings
+
+INFLUX_FLAGS = ("url", "org", "bucket", "database")
 
 
 def add_parser(commands: Any) -> None:
@@ -42,6 +47,14 @@ def add_parser(commands: Any) -> None:
     p.add_argument("--step", type=float, default=10.0, help="simulated seconds between samples")
     p.add_argument("--db", type=Path, help="SQLite ledger (default: a temporary file)")
     p.add_argument("--plain", action="store_true", help="no live screen, just the summary")
+    influx = p.add_argument_group(
+        "InfluxDB sink",
+        "raw samples and hourly rollups to InfluxDB (token: GPUFLEET_INFLUX__TOKEN)",
+    )
+    influx.add_argument("--influx-url", help="e.g. http://127.0.0.1:8086 (GPUFLEET_INFLUX__URL)")
+    influx.add_argument("--influx-org", help="InfluxDB 2 organisation")
+    influx.add_argument("--influx-bucket", help="InfluxDB 2 bucket")
+    influx.add_argument("--influx-database", help="InfluxDB 3 database")
     p.set_defaults(run=run)
 
 
@@ -98,6 +111,7 @@ def build_demo(args: argparse.Namespace, workdir: Path) -> Demo:
     settings = CollectorSettings(
         server=ServerSettings(port=args.port, tokens=[token]),
         ledger=LedgerSettings(url=str(args.db or workdir / "gpufleet-demo.db")),
+        influx=influx_settings(args, os.environ),
     )
     collector = build_collector(settings, clock, tokens=frozenset([token]))
     url = f"http://127.0.0.1:{args.port}"
@@ -105,6 +119,13 @@ def build_demo(args: argparse.Namespace, workdir: Path) -> Demo:
         _agent(node, i, args, clock, url, token, workdir) for i, node in enumerate(fleet.nodes)
     ]
     return Demo(clock, fleet, collector, agents, token, url)
+
+
+def influx_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> InfluxSettings:
+    """The collector's ``influx`` section: ``GPUFLEET_INFLUX__*``, then ``--influx-*``."""
+    own = {k: v for k, v in environ.items() if k.startswith("GPUFLEET_INFLUX__")}
+    flags = {f"influx.{k}": getattr(args, f"influx_{k}", None) for k in INFLUX_FLAGS}
+    return load_settings(CollectorSettings, None, own, flags).influx
 
 
 def _agent(
