@@ -25,6 +25,11 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
                  "--disable-component-update", "--no-first-run", "--disable-sync"]  # fmt: skip
 
 
+def _ctrl_c_on() -> None:
+    """A shell starts background jobs with SIGINT ignored; the demo stops cleanly on it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def console_url(proc: subprocess.Popen[str]) -> str:
     assert proc.stdout is not None
     for line in proc.stdout:
@@ -59,7 +64,8 @@ def main() -> int:
     command = [sys.executable, "-m", "gpufleet", "--log-level", "WARNING", "demo", "--plain",
                "--history", "2", "--duration", "300", "--port", str(args.port)]  # fmt: skip
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200"}
-    proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True,
+                            preexec_fn=_ctrl_c_on)  # fmt: skip
     try:
         shoot(console_url(proc), args.out, args.dark)
     finally:

@@ -27,6 +27,11 @@ class RunningDemo:
     console_url: str
 
 
+def _ctrl_c_on() -> None:
+    """A shell starts background jobs with SIGINT ignored; the demo stops cleanly on it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @contextmanager
 def running_demo(
     port: int, history_hours: float = 2.0, speed: float = 0.001
@@ -37,7 +42,7 @@ def running_demo(
                "--port", str(port)]  # fmt: skip
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200"}
     proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)  # fmt: skip
+                            stderr=subprocess.STDOUT, text=True, preexec_fn=_ctrl_c_on)  # fmt: skip
     try:
         yield _wait_for_console(proc)
     finally:
