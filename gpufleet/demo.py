@@ -26,7 +26,7 @@ from agent.sampler import Sampler
 from agent.shipper import Shipper
 from agent.simulated import SimulatedFleet, build_fleet
 from agent.stats import AgentStats
-from collector.config import CollectorSettings, LedgerSettings, ServerSettings
+from collector.config import AnalysisSettings, CollectorSettings, LedgerSettings, ServerSettings
 from collector.influx_settings import InfluxSettings
 from gpufleet.collector_main import Collector, build_collector, serve
 from gpufleet.demo_view import print_summary, run_live
@@ -100,6 +100,11 @@ class Demo:
     url: str
 
 
+def batch_interval(args: argparse.Namespace) -> float:
+    """Wall seconds between an agent's batches: about 30 simulated seconds, 0.2..1 s."""
+    return min(1.0, max(0.2, 30.0 / args.speed))
+
+
 def build_demo(args: argparse.Namespace, workdir: Path) -> Demo:
     if args.speed <= 0 or args.step <= 0:
         raise ConfigError("demo: --speed and --step must be > 0")
@@ -112,6 +117,11 @@ def build_demo(args: argparse.Namespace, workdir: Path) -> Demo:
         server=ServerSettings(port=args.port, tokens=[token]),
         ledger=LedgerSettings(url=str(args.db or workdir / "gpufleet-demo.db")),
         influx=influx_settings(args, os.environ),
+        # a sample reaches the collector up to one batch interval of *simulated* time late;
+        # a GPU turns unknown only when it is three of those (or three steps) behind
+        analysis=AnalysisSettings(
+            stale_after_seconds=max(60.0, 3 * args.step, 3 * batch_interval(args) * args.speed)
+        ),
     )
     collector = build_collector(settings, clock, tokens=frozenset([token]))
     url = f"http://127.0.0.1:{args.port}"
@@ -134,7 +144,10 @@ def _agent(
 ) -> DemoAgent:  # fmt: skip
     stats = AgentStats()
     shipper_settings = ShipperSettings(
-        url=url, token=token, spool_dir=workdir / "spool" / node.name, batch_interval_seconds=1.0
+        url=url,
+        token=token,
+        spool_dir=workdir / "spool" / node.name,
+        batch_interval_seconds=batch_interval(args),
     )
     shipper = Shipper(shipper_settings, node.name, stats, clock=clock)
     tally = XidTally()
