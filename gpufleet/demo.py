@@ -102,7 +102,8 @@ class Demo:
 
 def batch_interval(args: argparse.Namespace) -> float:
     """Wall seconds between an agent's batches: about 30 simulated seconds, 0.2..1 s."""
-    return min(1.0, max(0.2, 30.0 / args.speed))
+    speed: float = args.speed
+    return min(1.0, max(0.2, 30.0 / speed))
 
 
 def build_demo(args: argparse.Namespace, workdir: Path) -> Demo:
