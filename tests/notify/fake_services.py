@@ -102,7 +102,7 @@ class FakeService:
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", "0"))
                 body = self.rfile.read(length)
                 split = urlsplit(self.path)
@@ -124,8 +124,9 @@ class FakeService:
 
         return Handler
 
-    def answer(self, path: str, query: dict[str, str], headers: dict[str, str],
-               body: bytes) -> Answer:  # fmt: skip
+    def answer(
+        self, path: str, query: dict[str, str], headers: dict[str, str], body: bytes
+    ) -> Answer:
         if self.script:
             return self.script.popleft()
         if self.token not in path and self.token not in query.values():
@@ -165,8 +166,14 @@ class FakeService:
             ts = data.get("timestamp", "")
             fresh = ts.isdigit() and abs(self.now() - int(ts)) <= 3600
             if not fresh or data.get("sign") != feishu_sign(ts, self.secret):
-                return _json(200, {"code": 19021, "msg": "sign match fail or timestamp is not "
-                                   "within one hour from current time"})  # fmt: skip
+                return _json(
+                    200,
+                    {
+                        "code": 19021,
+                        "msg": "sign match fail or timestamp is not "
+                        "within one hour from current time",
+                    },
+                )
         card = data.get("card", {})
         if data.get("msg_type") != "interactive" or card.get("schema") != "2.0":
             return _json(200, {"code": 9499, "msg": "Bad Request"})
@@ -183,8 +190,9 @@ class FakeService:
             ):
                 return _json(200, {"errcode": 310000, "errmsg": "sign not match"})
             if self._too_fast(int(ts) / 1000):
-                return _json(200, {"errcode": 130101,
-                                   "errmsg": "send too fast, exceed 20 times per minute"})  # fmt: skip
+                return _json(
+                    200, {"errcode": 130101, "errmsg": "send too fast, exceed 20 times per minute"}
+                )
         data = json.loads(body)
         markdown = data.get("markdown", {})
         if data.get("msgtype") != "markdown" or not markdown.get("title"):
@@ -195,8 +203,11 @@ class FakeService:
 
     def _too_fast(self, sent_at: float) -> bool:
         with self._lock:
-            recent = [r for r in self.received
-                      if r.ok and sent_at - 60 < int(r.query.get("timestamp", 0)) / 1000 <= sent_at]  # fmt: skip
+            recent = [
+                r
+                for r in self.received
+                if r.ok and sent_at - 60 < int(r.query.get("timestamp", 0)) / 1000 <= sent_at
+            ]
         return len(recent) >= self.rate_per_minute
 
     def _wecom(self, query: dict[str, str], headers: dict[str, str], body: bytes) -> Answer:
@@ -205,8 +216,9 @@ class FakeService:
         if data.get("msgtype") != "markdown" or not content:
             return _json(200, {"errcode": 40008, "errmsg": "invalid message type"})
         if len(content.encode("utf-8")) > 4096:
-            return _json(200, {"errcode": 40058,
-                               "errmsg": "markdown.content exceed max length 4096"})  # fmt: skip
+            return _json(
+                200, {"errcode": 40058, "errmsg": "markdown.content exceed max length 4096"}
+            )
         return _json(200, {"errcode": 0, "errmsg": "ok"})
 
     def _discord(self, query: dict[str, str], headers: dict[str, str], body: bytes) -> Answer:

@@ -43,8 +43,14 @@ def notifier_for(
 ) -> Iterator[Notifier]:
     ledger = Ledger.open(str(tmp_path / "ledger.db"))
     config = NotificationSettings(channels=channels, **settings)
-    notifier = Notifier(config, [resolve_channel(c) for c in channels], Outbox(ledger), LINKS,
-                        httpx.HTTPTransport(), clock)  # fmt: skip
+    notifier = Notifier(
+        config,
+        [resolve_channel(c) for c in channels],
+        Outbox(ledger),
+        LINKS,
+        httpx.HTTPTransport(),
+        clock,
+    )
     try:
         yield notifier
     finally:
@@ -61,8 +67,13 @@ def fake(kind: str, clock: HandClock, secret: str = "") -> Iterator[FakeService]
 
 
 def channel(service: FakeService, name: str = "ops", **kw: Any) -> ChannelSettings:
-    return ChannelSettings(name=name, kind=service.kind, url=service.url,  # type: ignore[arg-type]
-                           secret=service.secret, **kw)  # fmt: skip
+    return ChannelSettings(
+        name=name,
+        kind=service.kind,
+        url=service.url,  # type: ignore[arg-type]
+        secret=service.secret,
+        **kw,
+    )
 
 
 def release_rec(
@@ -80,8 +91,9 @@ def release_rec(
         subject=key,
         title=f"Release {gpus} idle H100 GPU(s) held by {key}: {money_per_hour:.2f} USD/h",
         evidence={"idle_since": at - 7200.0, "nodes": ["gpu-node-00"]},
-        savings=Savings(money_per_hour * 730, 700.0 * gpus * 0.73, 290.0 * gpus, "USD",
-                        money_per_hour),  # fmt: skip
+        savings=Savings(
+            money_per_hour * 730, 700.0 * gpus * 0.73, 290.0 * gpus, "USD", money_per_hour
+        ),
         status=status,
         opened_at=at,
         updated_at=at,
@@ -95,8 +107,9 @@ def release_rec(
 
 def index_for(*recs: Recommendation, team: str = "vision", user: str = "alice") -> FleetIndex:
     refs = {
-        r.workload_key: WorkloadRef(r.workload_key, "kubernetes_pod", r.workload_key,
-                                    r.namespace, team, user)  # fmt: skip
+        r.workload_key: WorkloadRef(
+            r.workload_key, "kubernetes_pod", r.workload_key, r.namespace, team, user
+        )
         for r in recs
     }
     models = {u: "H100" for r in recs for u in r.gpu_uuids}
@@ -104,9 +117,21 @@ def index_for(*recs: Recommendation, team: str = "vision", user: str = "alice") 
 
 
 def simple_event(key: str, namespace: str = "ml", severity: str = "warning") -> Event:
-    return Event(key=key, source="actions", kind="warning", severity=severity,
-                 labels={"namespace": namespace},
-                 facts=Facts(workload=f"pod:{namespace}/{key}", gpus=["GPU-a"],
-                             gpu_models="H100", idle_seconds=5400.0,
-                             money_per_hour=4.2, money_per_month=3066.0, currency="USD",
-                             action="delete pod", deadline=T0 + 3600))  # fmt: skip
+    return Event(
+        key=key,
+        source="actions",
+        kind="warning",
+        severity=severity,
+        labels={"namespace": namespace},
+        facts=Facts(
+            workload=f"pod:{namespace}/{key}",
+            gpus=["GPU-a"],
+            gpu_models="H100",
+            idle_seconds=5400.0,
+            money_per_hour=4.2,
+            money_per_month=3066.0,
+            currency="USD",
+            action="delete pod",
+            deadline=T0 + 3600,
+        ),
+    )

@@ -20,8 +20,9 @@ def feishu_sign(timestamp_seconds: str, secret: str) -> str:
 
 def dingtalk_sign_raw(timestamp_ms: str, secret: str) -> str:
     # DingTalk: HMAC-SHA256 keyed with the secret over "timestamp\nsecret", base64
-    mac = hmac.new(secret.encode("utf-8"), (timestamp_ms + "\n" + secret).encode("utf-8"),
-                   hashlib.sha256)  # fmt: skip
+    mac = hmac.new(
+        secret.encode("utf-8"), (timestamp_ms + "\n" + secret).encode("utf-8"), hashlib.sha256
+    )
     return base64.b64encode(mac.digest()).decode("ascii")
 
 
@@ -30,6 +31,10 @@ def dingtalk_sign_query(timestamp_ms: str, secret: str) -> str:
 
 
 def standard_webhooks_signature(secret: str, msg_id: str, timestamp: str, body: bytes) -> str:
-    key = base64.b64decode(secret[len("whsec_") :]) if secret.startswith("whsec_") else secret.encode()
+    key = (
+        base64.b64decode(secret[len("whsec_") :])
+        if secret.startswith("whsec_")
+        else secret.encode()
+    )
     mac = hmac.new(key, msg_id.encode() + b"." + timestamp.encode() + b"." + body, hashlib.sha256)
     return "v1," + base64.b64encode(mac.digest()).decode("ascii")

@@ -32,9 +32,12 @@ def test_thirty_events_become_at_most_twenty_messages_a_minute_carrying_all_thir
     digest_seconds: float, tmp_path: Path
 ) -> None:
     clock = HandClock()
-    with fake("dingtalk", clock, "SECrate-limit-test") as robot, notifier_for(
-        tmp_path, [channel(robot, digest_interval_seconds=digest_seconds)], clock
-    ) as notifier:
+    with (
+        fake("dingtalk", clock, "SECrate-limit-test") as robot,
+        notifier_for(
+            tmp_path, [channel(robot, digest_interval_seconds=digest_seconds)], clock
+        ) as notifier,
+    ):
         for second in range(240):  # one event a second for 30 s; deliver every second
             if second < EVENTS:
                 notifier.announce(simple_event(f"job-{second:02d}"), clock.now)

@@ -13,16 +13,21 @@ from collector.notify.stats import NotifyExporter
 from tests.notify.rig import HandClock, channel, fake, notifier_for, simple_event
 
 KINDS = ["slack", "teams", "feishu", "lark", "dingtalk", "wecom", "discord", "webhook"]
-SECRETS = {"feishu": "feishu-secret-1", "lark": "lark-secret-2", "dingtalk": "SECdingtalk3",
-           "webhook": "whsec_c2VjcmV0LWtleS1mb3ItdGVzdHM="}  # fmt: skip
+SECRETS = {
+    "feishu": "feishu-secret-1",
+    "lark": "lark-secret-2",
+    "dingtalk": "SECdingtalk3",
+    "webhook": "whsec_c2VjcmV0LWtleS1mb3ItdGVzdHM=",
+}
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_message_arrives_once_in_the_services_shape(kind: str, tmp_path: Path) -> None:
     clock = HandClock()
-    with fake(kind, clock, SECRETS.get(kind, "")) as service, notifier_for(
-        tmp_path, [channel(service, digest_interval_seconds=0)], clock
-    ) as notifier:
+    with (
+        fake(kind, clock, SECRETS.get(kind, "")) as service,
+        notifier_for(tmp_path, [channel(service, digest_interval_seconds=0)], clock) as notifier,
+    ):
         notifier.announce(simple_event("e1"), clock.now)
         assert notifier.deliver() == 1
         assert notifier.deliver() == 0  # nothing twice
@@ -52,9 +57,11 @@ def assert_shape(kind: str, body: dict, headers: dict[str, str]) -> None:  # typ
 
 BAD_ANSWERS = {
     # the service refuses for good: a wrong signing secret, a revoked token
-    "feishu": "wrong-secret", "lark": "wrong-secret", "dingtalk": "SECwrong",
+    "feishu": "wrong-secret",
+    "lark": "wrong-secret",
+    "dingtalk": "SECwrong",
     "webhook": "whsec_d3Jvbmcta2V5",
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -89,32 +96,43 @@ def test_a_permanent_refusal_marks_the_channel_broken_without_leaking_secrets(
 
 def scrape(notifier) -> str:  # type: ignore[no-untyped-def]
     registry = CollectorRegistry()
-    registry.register(NotifyExporter(notifier.stats, {c.name: c.kind for c in notifier.channels},
-                                      notifier.outbox.pending_by_channel))  # fmt: skip
+    registry.register(
+        NotifyExporter(
+            notifier.stats,
+            {c.name: c.kind for c in notifier.channels},
+            notifier.outbox.pending_by_channel,
+        )
+    )
     return generate_latest(registry).decode()
 
 
 RATE_LIMITED = {
     "slack": ((429, {"Retry-After": "7"}, b"rate_limited"), 7.0),
     "teams": ((429, {"Retry-After": "7"}, b""), 7.0),
-    "discord": ((429, {"Content-Type": "application/json"},
-                 b'{"message":"You are being rate limited.","retry_after":6.5,"global":false}'),
-                6.5),
+    "discord": (
+        (
+            429,
+            {"Content-Type": "application/json"},
+            b'{"message":"You are being rate limited.","retry_after":6.5,"global":false}',
+        ),
+        6.5,
+    ),
     "webhook": ((429, {"Retry-After": "7"}, b""), 7.0),
     "feishu": ((200, {}, b'{"code":11232,"msg":"frequency limited"}'), 60.0),
     "lark": ((200, {}, b'{"code":11232,"msg":"frequency limited"}'), 60.0),
     "dingtalk": ((200, {}, b'{"errcode":130101,"errmsg":"send too fast"}'), 60.0),
     "wecom": ((200, {}, b'{"errcode":45009,"errmsg":"api freq out of limit"}'), 60.0),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_rate_limited_waits_as_long_as_the_service_says(kind: str, tmp_path: Path) -> None:
     answer, wait = RATE_LIMITED[kind]
     clock = HandClock()
-    with fake(kind, clock, SECRETS.get(kind, "")) as service, notifier_for(
-        tmp_path, [channel(service, digest_interval_seconds=0)], clock
-    ) as notifier:
+    with (
+        fake(kind, clock, SECRETS.get(kind, "")) as service,
+        notifier_for(tmp_path, [channel(service, digest_interval_seconds=0)], clock) as notifier,
+    ):
         service.script.append(answer)
         notifier.announce(simple_event("e1"), clock.now)
         assert notifier.deliver() == 0
@@ -129,10 +147,15 @@ def test_rate_limited_waits_as_long_as_the_service_says(kind: str, tmp_path: Pat
 @pytest.mark.parametrize("kind", ["slack", "dingtalk", "webhook"])
 def test_server_errors_and_network_errors_back_off_and_retry(kind: str, tmp_path: Path) -> None:
     clock = HandClock()
-    with fake(kind, clock, SECRETS.get(kind, "")) as service, notifier_for(
-        tmp_path, [channel(service, digest_interval_seconds=0)], clock,
-        backoff_initial_seconds=5.0,
-    ) as notifier:  # fmt: skip
+    with (
+        fake(kind, clock, SECRETS.get(kind, "")) as service,
+        notifier_for(
+            tmp_path,
+            [channel(service, digest_interval_seconds=0)],
+            clock,
+            backoff_initial_seconds=5.0,
+        ) as notifier,
+    ):
         service.script.extend([(503, {}, b"busy"), (500, {}, b"oops")])
         notifier.announce(simple_event("e1"), clock.now)
         assert notifier.deliver() == 0  # 503: retry in 5 s

@@ -12,7 +12,8 @@ from tests.notify.signing import dingtalk_sign_query, feishu_sign, standard_webh
 
 
 def test_feishu_sign_matches_the_fixed_vector() -> None:
-    # printf '' | openssl dgst -sha256 -mac HMAC -macopt key:"1700000000\ntest-secret" -binary | base64
+    # printf '' | openssl dgst -sha256 -mac HMAC -binary \
+    #     -macopt key:"$(printf '1700000000\ntest-secret')" | base64
     assert feishu.sign(1700000000, "test-secret") == "mbm4Y4oluIPQ00qlBIhX8vAZ0EKv3nw0LuTb91jPL84="
 
 
@@ -25,8 +26,9 @@ def test_dingtalk_sign_matches_the_fixed_vector() -> None:
 
 def test_standard_webhooks_signature_matches_the_specification_example() -> None:
     body = b'{"test": 2432232314}'
-    got = webhook.signature("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
-                            "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, body)  # fmt: skip
+    got = webhook.signature(
+        "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, body
+    )
     assert got == "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
 
 
