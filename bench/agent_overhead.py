@@ -52,7 +52,8 @@ from bench.harness import (
 
 WARMUP_TICKS = 15
 TARGET_MS_PER_GPU_SAMPLE = 1.0
-TARGET_RSS_MIB = 80.0
+#: the issue says "under 80 MB": decimal megabytes (76.3 MiB)
+TARGET_RSS_BYTES = 80e6
 DCGM_EXPORTER_LINE = "comparison: dcgm-exporter pods run at 135-512 MiB"
 
 
@@ -119,7 +120,7 @@ def cli_agent_memory(seconds: float, sink_url: str) -> tuple[int, int]:
             "--spool-dir",
             tmp,
         )
-        with child_process(args, env) as agent:
+        with child_process(args, env, quiet=True) as agent:
             wait_for_http(f"http://127.0.0.1:{port}/metrics")
             time.sleep(seconds)
             http_get(f"http://127.0.0.1:{port}/metrics")
@@ -157,21 +158,32 @@ def report_cpu(results: list[RunResult]) -> None:
     by_key = {(r.source, r.dcgm_compat): r for r in results}
     for source in SOURCES:
         on, off = by_key.get((source, True)), by_key.get((source, False))
-        if on and off:
-            ms_on = on.ms_per_gpu_sample(on.cpu.total_seconds)
-            ms_off = off.ms_per_gpu_sample(off.cpu.total_seconds)
-            print(f"dcgm_compat cost ({source}): {ms_on - ms_off:+.4f} ms CPU per GPU-sample")
+        if on and off:  # the export stage is where the names differ; the total is noisier
+            export = on.ms_per_gpu_sample(on.cpu.export_seconds) - off.ms_per_gpu_sample(
+                off.cpu.export_seconds
+            )
+            total = on.ms_per_gpu_sample(on.cpu.total_seconds) - off.ms_per_gpu_sample(
+                off.cpu.total_seconds
+            )
+            print(
+                f"dcgm_compat cost ({source}): export {export:+.4f} ms CPU per GPU-sample "
+                f"(whole loop {total:+.4f}, run-to-run noise included)"
+            )
 
 
 def report_memory(processes: list[tuple[str, int, int]]) -> None:
-    print(f"\nResident memory (target < {TARGET_RSS_MIB:g} MB)")
+    print(
+        f"\nResident memory (target < {TARGET_RSS_BYTES / 1e6:g} MB "
+        f"= {TARGET_RSS_BYTES / MIB:.1f} MiB)"
+    )
     rows: list[dict[str, object]] = [
         {
             "process": name,
             "RSS MiB": round(rss / MIB, 1),
             "peak RSS MiB": round(peak / MIB, 1),
-            "target MB": TARGET_RSS_MIB,
-            "ratio": f"{rss / MIB / TARGET_RSS_MIB:.2f}x",
+            "RSS MB": round(rss / 1e6, 1),
+            "target MB": TARGET_RSS_BYTES / 1e6,
+            "ratio": f"{rss / TARGET_RSS_BYTES:.2f}x",
         }
         for name, rss, peak in processes
     ]

@@ -28,12 +28,17 @@ import time
 import tracemalloc
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from bench.harness import memory_bytes_of, print_table
 from bench.prometheus_baseline import PrometheusRun
 from bench.synthetic_fleet import SampleStream, build_gpus, gzipped_batches
+
+if TYPE_CHECKING:
+    from collector.config import IngestSettings
+    from collector.pipeline import Pipeline
 
 TARGET_SAMPLES_PER_SECOND = 50_000.0
 TARGET_BYTES_PER_GPU = 20_000.0
@@ -90,7 +95,6 @@ def run_collector(
 ) -> Timed:
     """Feed every batch through the real pipeline second by second; CPU charged per stage."""
     from collector.config import CollectorSettings, LedgerSettings
-    from collector.ingest import decompress, parse_batch, validate_batch
     from gpufleet.collector_main import build_collector
 
     clock = SimClock(start_unix)
@@ -100,32 +104,37 @@ def run_collector(
     if trace_memory:
         tracemalloc.start()
     collector = build_collector(settings, clock=clock, tokens=frozenset({"bench"}))
-    pipeline, ingest, timed = collector.pipeline, settings.ingest, Timed()
+    pipeline, timed = collector.pipeline, Timed()
     for second, batches in enumerate(arrivals):
         clock.now = start_unix + second + 1.0
         for body, samples in batches:
-            data = timed.charge("decode", lambda b=body: decompress(b, "gzip", MAX_BODY_BYTES))
-            batch = timed.charge("decode", lambda d=data: parse_batch(d))
-            problems = timed.charge(
-                "validate", lambda b=batch: validate_batch(b, clock.now, ingest)
-            )
-            if problems:
-                raise RuntimeError(f"the synthetic batch was refused: {problems[0]}")
-            timed.charge("ingest", lambda b=batch, d=data: pipeline.ingest(b, d, clock.now))
+            feed(pipeline, settings.ingest, timed, body, clock.now)
             timed.samples += samples
             timed.batches += 1
         timed.applied += timed.charge("tick", pipeline.tick)
-        timed.charge("evaluate", lambda: pipeline.evaluate_if_due(clock.now))
+        timed.charge("evaluate", partial(pipeline.evaluate_if_due, clock.now))
     if trace_memory:
         timed.traced_bytes = tracemalloc.get_traced_memory()[0]
         tracemalloc.stop()
     timed.rss_growth_bytes = memory_bytes_of()[0] - rss_before
-    timed.applied += timed.charge("tick", lambda: pipeline.tick(flush=True))
+    timed.applied += timed.charge("tick", partial(pipeline.tick, flush=True))
     # the scheduler evaluates once per evaluation interval (60 s); the first ran on an
     # empty fleet, so charge one over the whole fleet as well
-    timed.charge("evaluate", lambda: pipeline.evaluate(clock.now))
+    timed.charge("evaluate", partial(pipeline.evaluate, clock.now))
     collector.ledger.close()
     return timed
+
+
+def feed(pipeline: Pipeline, ingest: IngestSettings, timed: Timed, body: bytes, now: float) -> None:
+    """What POST /v1/batches does with one gzipped body (collector/app.py), stage by stage."""
+    from collector.ingest import decompress, parse_batch, validate_batch
+
+    data = timed.charge("decode", partial(decompress, body, "gzip", MAX_BODY_BYTES))
+    batch = timed.charge("decode", partial(parse_batch, data))
+    problems = timed.charge("validate", partial(validate_batch, batch, now, ingest))
+    if problems:
+        raise RuntimeError(f"the synthetic batch was refused: {problems[0]}")
+    timed.charge("ingest", partial(pipeline.ingest, batch, data, now))
 
 
 @dataclass(frozen=True)

@@ -49,13 +49,15 @@ def http_get(url: str, timeout_seconds: float = 10.0) -> str:
 
 @contextlib.contextmanager
 def child_process(
-    args: Sequence[str], env: dict[str, str] | None = None
+    args: Sequence[str], env: dict[str, str] | None = None, quiet: bool = False
 ) -> Iterator[subprocess.Popen[bytes]]:
     """Run ``args`` for the duration of the block; terminate (then kill) this one process.
 
-    Its stdout is discarded; its stderr is ours, so a failing server explains itself.
+    Its stdout is discarded; its stderr is ours (so a failing server explains itself)
+    unless ``quiet``.
     """
-    process = subprocess.Popen(list(args), env=env, stdout=subprocess.DEVNULL)
+    stderr = subprocess.DEVNULL if quiet else None
+    process = subprocess.Popen(list(args), env=env, stdout=subprocess.DEVNULL, stderr=stderr)
     try:
         yield process
     finally:
