@@ -31,6 +31,8 @@ from collector.records import (
 
 log = logging.getLogger(__name__)
 LIVE = (RecommendationStatus.OPEN, RecommendationStatus.NOTIFIED, RecommendationStatus.ACTED)
+#: after these nothing more happens in an idle episode (stale data only postpones)
+FINAL_STAGES = frozenset({"act", "skip:exempt", "skip:gone"})
 SEVERITY = {"warned": "warning", "acted": "warning", "failed": "critical"}
 EVENT_KIND = {"warned": "warning", "acted": "acted", "failed": "failed", "dry_run": "dry_run",
               "notify_only": "notify_only", "skipped": "skipped"}  # fmt: skip
@@ -101,8 +103,8 @@ class ActionEngine:
         hint = rec.evidence.get("idle_since")
         hint = float(hint) if isinstance(hint, int | float) else rec.opened_at
         start = max((v.idle_since for v in views if v.idle_since is not None), default=hint)
-        done = self.log.stages(ref.key, start) | self.log.stages(ref.key, hint)
-        if any(stage.startswith("skip:") for stage in done) or "act" in done:
+        done = {**self.log.stages(ref.key, hint), **self.log.stages(ref.key, start)}
+        if done.keys() & FINAL_STAGES:
             return None
         decision = decide(candidate, policy, done, now, self.settings.max_data_age_seconds, hint)
         if decision is None or decision.stage in done:

@@ -62,14 +62,15 @@ class ActionLog:
                  entry.stage),
             )  # fmt: skip
 
-    def stages(self, workload_key: str, episode_start: float) -> set[str]:
+    def stages(self, workload_key: str, episode_start: float) -> dict[str, float]:
+        """Stage -> when it was recorded, for one workload's idle episode."""
         rows = self.ledger.read(
             lambda c: c.execute(
-                "SELECT stage FROM action_log WHERE workload_key = ? AND episode_start = ?",
+                "SELECT stage, at FROM action_log WHERE workload_key = ? AND episode_start = ?",
                 (workload_key, episode_start),
             ).fetchall()
         )
-        return {r[0] for r in rows}
+        return {r[0]: float(r[1]) for r in rows}
 
     def entries(self) -> list[LogEntry]:
         rows = self.ledger.read(

@@ -9,7 +9,7 @@ ago than ``max_data_age_seconds``) is never acted on; a GPU in use again cancels
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from collector.actions_settings import PolicySettings
@@ -56,13 +56,14 @@ def deadline_of(c: Candidate, policy: PolicySettings) -> tuple[float, float]:
 def decide(
     c: Candidate,
     policy: PolicySettings,
-    done: Collection[str],
+    done: Mapping[str, float],
     now: float,
     max_age_seconds: float,
     episode_hint: float = 0.0,
 ) -> Decision | None:
-    """The next step for ``c`` not yet in ``done`` (stages recorded for this episode), or
-    None. ``episode_hint`` names the episode when the data cannot (stale data)."""
+    """The next step for ``c`` not yet in ``done`` (stage -> when it was recorded, for
+    this idle episode), or None. ``episode_hint`` names the episode when the data cannot
+    (stale data)."""
     if policy.mode == "off":
         return None
     problem = data_problem(c.views, now, max_age_seconds)
@@ -71,13 +72,34 @@ def decide(
     if problem == "active":
         return None
     start, deadline = deadline_of(c, policy)
-    if now >= deadline:
-        return Decision("act" if policy.mode == "enforce" else "notify_only", start, deadline)
     span = policy.release_after_seconds
+    if now >= deadline:
+        return _at_deadline(policy, done, start, deadline, now)
     due = [f for f in sorted(policy.warn_at) if now >= deadline - (1.0 - f) * span]
     if due and f"warn:{due[-1]}" not in done:
         return Decision(f"warn:{due[-1]}", start, deadline)
     return None
+
+
+def _at_deadline(
+    policy: PolicySettings, done: Mapping[str, float], start: float, deadline: float, now: float
+) -> Decision | None:
+    """The action, but never without the last warning first: when it was missed (the
+    collector was down, data was stale), it goes out now and the action waits the time
+    that warning promises."""
+    final = "act" if policy.mode == "enforce" else "notify_only"
+    if not policy.warn_at:
+        return Decision(final, start, deadline)
+    last = max(policy.warn_at)
+    grace = (1.0 - last) * policy.release_after_seconds
+    warned_at = done.get(f"warn:{last}")
+    if warned_at is None:
+        return Decision(f"warn:{last}", start, max(deadline, now + grace))
+    # the deadline that warning announced: on time, the deadline; sent late, its grace
+    promised = deadline if warned_at < deadline else warned_at + grace
+    if now < promised:
+        return None
+    return Decision(final, start, promised)
 
 
 def exempt_by_settings(
