@@ -22,6 +22,7 @@ from typing import Any
 import msgspec
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
+from prometheus_client.registry import Collector
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
@@ -62,11 +63,15 @@ def create_app(
     tokens: Collection[str],
     clock: Callable[[], float] = time.time,
     extra_routes: Sequence[BaseRoute] = (),
+    collectors: Sequence[Collector] = (),
 ) -> Starlette:
     """The ASGI app. ``tokens`` come from collector.auth.load_tokens; ``clock`` gives
-    Unix seconds (tests pass a fixed one); ``extra_routes`` add pages (the web UI)."""
+    Unix seconds (tests pass a fixed one); ``extra_routes`` add pages (the web UI);
+    ``collectors`` add their families to ``/metrics`` (the InfluxDB sink, the notifier)."""
     registry = CollectorRegistry(auto_describe=True)
     registry.register(FleetExporter(backend, clock))
+    for extra in collectors:
+        registry.register(extra)
     api = _Api(backend, settings, BearerAuth(tokens, settings.server.allow_anonymous), clock)
     guard = api.guard
     openapi, docs = _document_endpoints()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -22,7 +23,7 @@ from collector.auth import load_tokens
 from collector.carbon import HourlyFeed, IntensityTable
 from collector.config import CollectorSettings
 from collector.cost import PriceBook
-from collector.influx_hooks import MirroredLedger, build_influx_sink, metrics_route
+from collector.influx_hooks import InfluxSinkMetrics, MirroredLedger, build_influx_sink
 from collector.ledger import Ledger
 from collector.notify.service import Alerting, build_alerting
 from collector.pipeline import Pipeline
@@ -64,7 +65,7 @@ class Collector:
     pipeline: Pipeline
     app: Starlette
     scheduler: BackgroundScheduler
-    #: the optional InfluxDB sink (settings.influx); its counters at /metrics/influx
+    #: the optional InfluxDB sink (settings.influx); its counters on /metrics
     influx: InfluxSink | None = None
     #: chat notifications and auto-release (settings.notifications, settings.actions)
     alerting: Alerting | None = None
@@ -143,9 +144,9 @@ def build_collector(
         SeriesTap(pipeline, series), settings, tokens, clock,
         extra_routes=[*console_routes(console, settings, tokens, clock),
                       *(alerting.routes if alerting is not None else [])],
+        collectors=[InfluxSinkMetrics(influx)] if influx is not None else [],
     )  # fmt: skip
     if influx is not None:
-        app.router.routes.append(metrics_route(influx))
         influx.start()
     return Collector(settings, ledger, pipeline, app, BackgroundScheduler(), influx, alerting)
 
@@ -197,8 +198,13 @@ def run(args: argparse.Namespace) -> int:
         )
     )
     log.info("collector on http://%s:%d", settings.server.host, settings.server.port)
+    # uvicorn handles SIGTERM/SIGINT while it runs, then restores these handlers and
+    # re-raises the signal it caught; with the defaults that would kill the process
+    # before stop() applies the held-back samples.
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: None)
     try:
-        server.run()  # handles SIGTERM/SIGINT
+        server.run()
     finally:
         collector.stop()
     return 0

@@ -124,7 +124,7 @@ def test_collector_writes_raw_samples_and_hourly_rollups_read_back_exactly(
         sink = collector.influx
         assert sink is not None
         wait_until(lambda: sink.counters().queued == 0)
-        metrics = asyncio.run(get_text(collector.app, "/metrics/influx"))
+        metrics = asyncio.run(get_text(collector.app, "/metrics"))
     finally:
         collector.stop()
     assert f"gpufleet_influx_points_written_total {2 * steps + 4}.0" in metrics

@@ -124,11 +124,6 @@ def check_against_truth(fleet: SimulatedFleet, db: Path, start: float, end: floa
         assert mine == [(start, None)]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="gpufleet/collector_main.py run(): uvicorn re-raises SIGTERM after its shutdown, "
-    "so the process dies before `finally: collector.stop()` applies the reorder window",
-)
 def test_sigterm_applies_everything_acknowledged_and_exits_0(tmp_path: Path) -> None:
     start = time.time() - 600.0
     fleet = build_fleet(nodes=1, gpus_per_node=2, start_time=start)
