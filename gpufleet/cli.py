@@ -29,6 +29,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    # one line per HTTP request (every shipped batch, every scheduler run) drowns the rest
+    for chatty in ("httpx", "httpcore", "apscheduler"):
+        logging.getLogger(chatty).setLevel(max(logging.WARNING, logging.root.level))
     try:
         result: int = args.run(args)
     except ConfigError as err:
