@@ -29,9 +29,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    # one line per HTTP request (every shipped batch, every scheduler run) drowns the rest
+    # one line per HTTP request (every shipped batch, every scheduler run) drowns the rest;
+    # --log-level DEBUG shows them again
     for chatty in ("httpx", "httpcore", "apscheduler"):
-        logging.getLogger(chatty).setLevel(max(logging.WARNING, logging.root.level))
+        level = logging.DEBUG if logging.root.level <= logging.DEBUG else logging.WARNING
+        logging.getLogger(chatty).setLevel(level)
     try:
         result: int = args.run(args)
     except ConfigError as err:
