@@ -12,7 +12,9 @@ from gpufleet.settings import ConfigError
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gpufleet", description=__doc__)
-    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR")
+    parser.add_argument(
+        "--log-level", default="INFO", type=str.upper, choices=["DEBUG", "INFO", "WARNING", "ERROR"]
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     from gpufleet import agent_main, collector_main, dashboards_main, demo, replay_main, report
 
