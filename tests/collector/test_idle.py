@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import csv
+import io
 import itertools
+import tarfile
 from collections import defaultdict
 from pathlib import Path
 
@@ -115,7 +117,8 @@ def test_zero_fraction_and_longest_zero_run() -> None:
 
 
 # The 7-pod Alibaba GenTD26 sample and its expected table (SOURCE.md in the reference).
-ALIBABA = Path(__file__).resolve().parents[3] / "shared/reference/traces/alibaba-genai-2026"
+# the two sample CSVs, unmodified, packed in the replay fixture (see its SOURCE.md)
+ALIBABA = Path(__file__).resolve().parents[1] / "fixtures/replay/alibaba-genai-2026-7pods.tar.gz"
 EXPECTED = {  # pod: (samples, zero fraction, longest zero run, its span in minutes)
     "87b9247b": (1222, 0.998, 1162, 1311.0),
     "673d3687": (1440, 0.997, 1385, 1315.8),
@@ -128,12 +131,11 @@ EXPECTED = {  # pod: (samples, zero fraction, longest zero run, its span in minu
 
 
 def load_alibaba() -> dict[str, list[tuple[float, float]]]:
-    path = ALIBABA / "pod_gpu_duty_cycle_sample.csv"
-    if not path.exists():
-        pytest.skip(f"reference trace not present at {path}")
     pods: dict[str, list[tuple[float, float]]] = defaultdict(list)
-    with path.open(encoding="utf-8") as f:
-        for row in csv.DictReader(f):
+    with tarfile.open(ALIBABA) as archive:
+        member = archive.extractfile("pod_gpu_duty_cycle_sample.csv")
+        assert member is not None
+        for row in csv.DictReader(io.TextIOWrapper(member, encoding="utf-8")):
             pods[row["container_ip"][:8]].append(
                 (float(row["timestamp_anon"]), float(row["value"]))
             )
