@@ -63,9 +63,9 @@ class SlurmSettings:
 
 @dataclass(frozen=True)
 class WebhookActionSettings:
-    url: str = ""
+    url: str = field(default="", repr=False)
     url_file: Path | None = None
-    secret: str = ""
+    secret: str = field(default="", repr=False)
     secret_file: Path | None = None
     timeout_seconds: float = 10.0
 

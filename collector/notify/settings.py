@@ -33,10 +33,10 @@ DIGEST_BY_DEFAULT = frozenset({"dingtalk", "wecom"})
 class ChannelSettings:
     name: str
     kind: Kind
-    url: str = ""
+    url: str = field(default="", repr=False)
     url_file: Path | None = None
     #: Feishu/Lark and DingTalk signing secret; Standard Webhooks ``whsec_...`` key
-    secret: str = ""
+    secret: str = field(default="", repr=False)
     secret_file: Path | None = None
     language: Language = "en"
     #: who to @: DingTalk mobiles/user ids, WeCom user ids, Feishu open ids, Slack ids
