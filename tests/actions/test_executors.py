@@ -131,3 +131,32 @@ def test_scancel_failure_and_a_bad_job_id_are_errors(
     with pytest.raises(ExecutorError, match="not a job id"):
         ex.release(Target("slurm:1;rm", "slurm", "", "1;rm -rf /"), "idle")
     assert fake_scancel.calls(log) == [[str(tmp_path / "bin" / "scancel"), "1"]]
+
+
+def test_the_webhook_executor_posts_a_signed_release_request() -> None:
+    import httpx
+
+    from collector.actions_executors import WebhookExecutor
+    from tests.notify.fake_services import FakeService
+
+    secret = "whsec_c2VjcmV0LWtleS1mb3ItdGVzdHM="
+    receiver = FakeService("webhook", secret=secret)
+    try:
+        target = Target("process:4242", "process", "", "4242")
+        done = WebhookExecutor(receiver.url, secret, httpx.HTTPTransport()).release(target, "idle")
+        assert done == "release request for process:4242 accepted"
+        (request,) = receiver.received
+        assert request.ok  # the receiver checked the Standard Webhooks signature
+        assert request.json == {
+            "action": "release",
+            "workload": "process:4242",
+            "kind": "process",
+            "namespace": "",
+            "name": "4242",
+            "reason": "idle",
+        }
+        receiver.script.append((500, {}, b""))
+        with pytest.raises(ExecutorError, match="HTTP 500"):
+            WebhookExecutor(receiver.url, secret, httpx.HTTPTransport()).release(target, "idle")
+    finally:
+        receiver.close()

@@ -116,6 +116,12 @@ def test_the_route_needs_a_token_and_refuses_bad_payloads(tmp_path: Path) -> Non
         card = chat.accepted[0].json["card"]
         assert card["header"]["title"]["content"] == "【告警】8 GPUs idle on gpu-node-01"
         assert card["header"]["template"] == "red"
+        metrics = httpx.get(f"{url}/metrics/notify").text
+        assert (
+            'gpufleet_notify_messages_total{channel="oncall-cn",kind="feishu",outcome="ok"} 1.0'
+            in (metrics)
+        )
+        assert 'gpufleet_notify_channel_broken{channel="oncall-cn",kind="feishu"} 0.0' in metrics
 
 
 @contextmanager
