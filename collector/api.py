@@ -108,6 +108,8 @@ class EnergyTotal:
     team: str
     energy_joules: float
     carbon_grams: float
+    #: the part of energy_joules integrated from power (GPUs without an energy counter)
+    estimated_energy_joules: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +137,25 @@ class FleetTotals:
     waste: tuple[WasteTotal, ...] = ()
     energy: tuple[EnergyTotal, ...] = ()
     ingest: IngestCounters = field(default_factory=IngestCounters)
+
+
+@dataclass(frozen=True, slots=True)
+class FleetRates:
+    """What the fleet costs and emits per unit now, for the exporter's rate gauges."""
+
+    currency: str
+    #: summed hourly price of every GPU idle now (allocated-idle or unallocated)
+    idle_cost_per_hour: float
+    #: the site PUE the carbon figures use
+    pue_ratio: float
+    #: region -> grid intensity (gCO2e/kWh, before PUE) now, for the known nodes' regions
+    intensity_g_per_kwh: dict[str, float] = field(default_factory=dict)
+
+
+class RatesSource(Protocol):
+    """Prices and carbon settings in force, applied to the fleet now; thread-safe."""
+
+    def fleet_rates(self, now: float) -> FleetRates: ...
 
 
 class CollectorBackend(Protocol):

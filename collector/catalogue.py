@@ -47,6 +47,14 @@ FLEET_UTILISATION = MetricSpec(
     (),
     "Mean SM activity (0..1) over GPUs with fresh data; absent when none has any.",
 )
+FLEET_IDLE_COST = MetricSpec(
+    "gpufleet_fleet_idle_cost_per_hour",
+    "gauge",
+    "",
+    ("currency",),
+    "Waste now: the summed hourly price of every GPU idle now (allocated-idle or "
+    "unallocated), in the currency label's unit per hour.",
+)
 FLEET_POWER = MetricSpec(
     "gpufleet_fleet_power_watts",
     "gauge",
@@ -89,12 +97,34 @@ WORKLOAD_ENERGY = MetricSpec(
     WORKLOAD_LABELS,
     "GPU energy attributed to the workload since the ledger began.",
 )
+WORKLOAD_ESTIMATED_ENERGY = MetricSpec(
+    "gpufleet_workload_estimated_energy_joules_total",
+    "counter",
+    "joules",
+    WORKLOAD_LABELS,
+    "The part of the workload's energy integrated from power samples (GPUs without an "
+    "NVML energy counter) since the ledger began.",
+)
 WORKLOAD_CARBON = MetricSpec(
     "gpufleet_workload_carbon_grams_total",
     "counter",
     "grams",
     WORKLOAD_LABELS,
     "Grams CO2e of that energy (kWh x PUE x grid intensity of the node's region).",
+)
+CARBON_PUE = MetricSpec(
+    "gpufleet_carbon_pue_ratio",
+    "gauge",
+    "ratio",
+    (),
+    "Power usage effectiveness the carbon figures use (facility energy / IT energy).",
+)
+CARBON_INTENSITY = MetricSpec(
+    "gpufleet_carbon_intensity_grams_per_kilowatt_hour",
+    "gauge",
+    "grams_per_kilowatt_hour",
+    ("region",),
+    "Grid carbon intensity in use now (gCO2e/kWh, before PUE), per region of the known nodes.",
 )
 RECOMMENDATIONS_OPEN = MetricSpec(
     "gpufleet_recommendations_open",
@@ -188,16 +218,23 @@ EXPORT_ERRORS = MetricSpec(
     "Scrapes that left a part out because the backend failed (fleet, totals, ...).",
 )
 
+#: families built from the price book and carbon settings in force now (RatesExporter)
+RATES: tuple[MetricSpec, ...] = (FLEET_IDLE_COST, CARBON_PUE, CARBON_INTENSITY)
+
 CATALOGUE: tuple[MetricSpec, ...] = (
     FLEET_GPUS,
     FLEET_UTILISATION,
+    FLEET_IDLE_COST,
     FLEET_POWER,
     GPU_STATE,
     GPU_IDLE,
     WORKLOAD_IDLE,
     WORKLOAD_WASTE,
     WORKLOAD_ENERGY,
+    WORKLOAD_ESTIMATED_ENERGY,
     WORKLOAD_CARBON,
+    CARBON_PUE,
+    CARBON_INTENSITY,
     RECOMMENDATIONS_OPEN,
     RECOMMENDATION_SAVINGS,
     BATCHES,

@@ -1,4 +1,6 @@
-"""The collector's Prometheus collector: fleet state, per-workload totals, ingest health.
+"""The collector's Prometheus collectors: fleet state, per-workload totals, ingest health
+(``FleetExporter``), and the rates in force now (``RatesExporter``: waste per hour, PUE,
+grid intensity), which need the price book and carbon settings the edge does not see.
 
 Families are built fresh from the backend on every scrape (nothing to delete when a GPU
 or workload vanishes); every family and label set comes from collector/catalogue.py.
@@ -18,8 +20,10 @@ from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamil
 from collector import catalogue as cat
 from collector.api import (
     CollectorBackend,
+    FleetRates,
     FleetTotals,
     HealthReport,
+    RatesSource,
     RejectReason,
     summarise_fleet,
 )
@@ -67,7 +71,7 @@ class FleetExporter:
 
     def describe(self) -> Iterable[Metric]:
         """Empty families, so registering does not call the backend."""
-        return [family(spec) for spec in cat.CATALOGUE]
+        return [family(spec) for spec in cat.CATALOGUE if spec not in cat.RATES]
 
     def collect(self) -> Iterable[Metric]:
         now = self._clock()
@@ -95,6 +99,38 @@ class FleetExporter:
             with self._lock:
                 self._errors[part] += 1
             return []
+
+
+class RatesExporter:
+    """A prometheus_client Collector of ``catalogue.RATES`` over a RatesSource; register it
+    next to FleetExporter. A failing source leaves the rates out of that scrape (logged)."""
+
+    def __init__(self, source: RatesSource, clock: Callable[[], float]) -> None:
+        self._source = source
+        self._clock = clock
+
+    def describe(self) -> Iterable[Metric]:
+        return [family(spec) for spec in cat.RATES]
+
+    def collect(self) -> Iterable[Metric]:
+        try:
+            rates = self._source.fleet_rates(self._clock())
+        except Exception:  # one failing part must not fail the scrape
+            log.exception("collector exporter: rates failed; leaving them out of this scrape")
+            return []
+        return rates_families(rates)
+
+
+def rates_families(rates: FleetRates) -> list[Metric]:
+    """Waste now in the price book's currency, the PUE, the grid intensity per region."""
+    intensity: dict[Labels, float] = {
+        (region,): grams for region, grams in rates.intensity_g_per_kwh.items()
+    }
+    return [
+        filled(cat.FLEET_IDLE_COST, {(rates.currency,): rates.idle_cost_per_hour}),
+        filled(cat.CARBON_PUE, {(): rates.pue_ratio}),
+        filled(cat.CARBON_INTENSITY, intensity),
+    ]
 
 
 def fleet_families(views: Sequence[GpuView], now: float) -> list[Metric]:
@@ -148,15 +184,18 @@ def totals_families(totals: FleetTotals) -> list[Metric]:
         idle[labels] += row.idle_gpu_seconds
         waste[(*labels, totals.currency)] += row.waste
     energy: dict[Labels, float] = defaultdict(float)
+    estimated: dict[Labels, float] = defaultdict(float)
     carbon: dict[Labels, float] = defaultdict(float)
     for item in totals.energy:
         key = (item.namespace, item.workload, item.team)
         energy[key] += item.energy_joules
+        estimated[key] += item.estimated_energy_joules
         carbon[key] += item.carbon_grams
     return [
         filled(cat.WORKLOAD_IDLE, idle),
         filled(cat.WORKLOAD_WASTE, waste),
         filled(cat.WORKLOAD_ENERGY, energy),
+        filled(cat.WORKLOAD_ESTIMATED_ENERGY, estimated),
         filled(cat.WORKLOAD_CARBON, carbon),
         *ingest_families(totals),
     ]

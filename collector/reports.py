@@ -1,13 +1,18 @@
-"""Read-side views over the ledger and the live fleet: workload reports and running totals."""
+"""Read-side views over the ledger and the live fleet: workload reports, running totals,
+and the rates in force now (idle cost per hour, PUE, grid intensity per region)."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+import sqlite3
+from collections.abc import Callable, Iterable, Mapping
 
-from collector.api import EnergyTotal, WasteTotal, WorkloadReport
+from collector.accounting import Accountant
+from collector.api import EnergyTotal, FleetRates, WasteTotal, WorkloadReport
 from collector.ledger import Ledger
-from collector.records import HOUR_SECONDS, IdleEpisode, Usage
+from collector.records import HOUR_SECONDS, GpuState, GpuView, IdleEpisode, Usage
+
+IDLE_STATES = (GpuState.ALLOCATED_IDLE, GpuState.UNALLOCATED)
 
 
 def workload_reports(
@@ -64,7 +69,14 @@ def _hour_of(ts: float) -> float:
 
 def waste_totals(ledger: Ledger, models: dict[str, str]) -> list[WasteTotal]:
     """Idle GPU-seconds and waste since the ledger began, per workload and for the
-    unallocated GPUs of each model (workload "")."""
+    unallocated GPUs of each model (workload "").
+
+    A workload's model is the one it was last seen on: ``models`` (this process's view),
+    else the ledger's right-sizing statistics, so workloads that ended before a restart
+    keep their model label."""
+    by_workload = ledger.usage_totals_by_workload()
+    if any(ref.key not in models for ref, _ in by_workload):
+        models = {**stored_models(ledger), **models}
     totals = [
         WasteTotal(
             namespace=ref.namespace,
@@ -74,7 +86,7 @@ def waste_totals(ledger: Ledger, models: dict[str, str]) -> list[WasteTotal]:
             idle_gpu_seconds=usage.idle_seconds,
             waste=usage.idle_cost,
         )
-        for ref, usage in ledger.usage_totals_by_workload()
+        for ref, usage in by_workload
     ]
     unallocated: dict[str, Usage] = {}
     for gpu, usage in ledger.usage_totals_by_gpu():
@@ -91,21 +103,76 @@ def waste_totals(ledger: Ledger, models: dict[str, str]) -> list[WasteTotal]:
     return totals
 
 
+def stored_models(ledger: Ledger) -> dict[str, str]:
+    """Workload key -> the GPU model the ledger last saw it on."""
+
+    def query(conn: sqlite3.Connection) -> dict[str, str]:
+        rows = conn.execute("SELECT workload_key, gpu_model FROM workload_stats")
+        return {str(key): str(model) for key, model in rows if model}
+
+    return ledger.read(query)
+
+
 def energy_totals(ledger: Ledger) -> list[EnergyTotal]:
-    """Energy and carbon since the ledger began per workload; unallocated energy as ""."""
+    """Energy (and its estimated part) and carbon since the ledger began per workload;
+    unallocated energy as ""."""
     totals = [
-        EnergyTotal(ref.namespace, ref.key, ref.team, u.energy_joules, u.carbon_grams)
+        EnergyTotal(ref.namespace, ref.key, ref.team, u.energy_joules, u.carbon_grams,
+                    u.estimated_energy_joules)
         for ref, u in ledger.usage_totals_by_workload()
-    ]
+    ]  # fmt: skip
     fleet = Usage()
     for _, usage in ledger.usage_totals_by_gpu():
         fleet.add(usage)
-    allocated_j = sum(t.energy_joules for t in totals)
-    allocated_g = sum(t.carbon_grams for t in totals)
+    allocated = Usage()
+    for total in totals:
+        allocated.energy_joules += total.energy_joules
+        allocated.carbon_grams += total.carbon_grams
+        allocated.estimated_energy_joules += total.estimated_energy_joules
     totals.append(
         EnergyTotal(
-            "", "", "", max(0.0, fleet.energy_joules - allocated_j),
-            max(0.0, fleet.carbon_grams - allocated_g),
+            "", "", "", max(0.0, fleet.energy_joules - allocated.energy_joules),
+            max(0.0, fleet.carbon_grams - allocated.carbon_grams),
+            max(0.0, fleet.estimated_energy_joules - allocated.estimated_energy_joules),
         )
     )  # fmt: skip
     return totals
+
+
+def fleet_rates(
+    views: Iterable[GpuView],
+    accountant: Accountant,
+    node_labels: Mapping[str, Mapping[str, str]],
+    now: float,
+) -> FleetRates:
+    """Waste now (the summed hourly price of the GPUs idle now), the PUE, and the grid
+    intensity at ``now`` of each region the known nodes are in (its ``region`` label,
+    else ``carbon.node_regions``, else the default region)."""
+    prices = accountant.prices
+    idle_cost = 0.0
+    regions: set[str] = set()
+    for view in views:
+        regions.add(accountant.region_of(view.node, dict(node_labels.get(view.node, {}))))
+        if view.state in IDLE_STATES:
+            idle_cost += prices.price_per_gpu_hour(view.model, view.node)
+    intensity = {region: accountant.intensity_at(region, now) for region in sorted(regions)}
+    return FleetRates(accountant.currency, idle_cost, accountant.carbon.pue, intensity)
+
+
+class LiveRates:
+    """A RatesSource over the live fleet (``fleet(now)``, e.g. ``Pipeline.fleet``) and the
+    accountant's price book and carbon settings. ``node_labels`` gives each node's labels
+    (its ``region``); without it nodes are placed by ``carbon.node_regions``."""
+
+    def __init__(
+        self,
+        fleet: Callable[[float], list[GpuView]],
+        accountant: Accountant,
+        node_labels: Callable[[], Mapping[str, Mapping[str, str]]] = dict,
+    ) -> None:
+        self._fleet = fleet
+        self._accountant = accountant
+        self._node_labels = node_labels
+
+    def fleet_rates(self, now: float) -> FleetRates:
+        return fleet_rates(self._fleet(now), self._accountant, self._node_labels(), now)

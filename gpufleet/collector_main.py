@@ -23,10 +23,12 @@ from collector.auth import load_tokens
 from collector.carbon import HourlyFeed, IntensityTable
 from collector.config import CollectorSettings
 from collector.cost import PriceBook
+from collector.exporter import RatesExporter
 from collector.influx_hooks import InfluxSinkMetrics, MirroredLedger, build_influx_sink
 from collector.ledger import Ledger
 from collector.notify.service import Alerting, build_alerting
 from collector.pipeline import Pipeline
+from collector.reports import LiveRates
 from collector.web import ConsoleSources, SeriesBuffer, SeriesTap, console_routes
 from gpufleet.settings import load_settings
 
@@ -144,7 +146,8 @@ def build_collector(
         SeriesTap(pipeline, series), settings, tokens, clock,
         extra_routes=[*console_routes(console, settings, tokens, clock),
                       *(alerting.routes if alerting is not None else [])],
-        collectors=[InfluxSinkMetrics(influx)] if influx is not None else [],
+        collectors=[RatesExporter(LiveRates(pipeline.fleet, accountant), clock),
+                    *([InfluxSinkMetrics(influx)] if influx is not None else [])],
     )  # fmt: skip
     if influx is not None:
         influx.start()

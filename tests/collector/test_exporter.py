@@ -12,11 +12,11 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_om
 from prometheus_client.parser import text_string_to_metric_families
 
-from collector.api import EnergyTotal, FleetTotals, IngestCounters, WasteTotal
+from collector.api import EnergyTotal, FleetRates, FleetTotals, IngestCounters, WasteTotal
 from collector.app import create_app
 from collector.catalogue import CATALOGUE
 from collector.config import CollectorSettings, ServerSettings
-from collector.exporter import FleetExporter
+from collector.exporter import FleetExporter, RatesExporter
 from collector.records import (
     GpuState,
     GpuView,
@@ -31,6 +31,21 @@ POD = WorkloadRef(key="pod:ml/notebook-7", kind="kubernetes_pod", name="notebook
                   namespace="ml", team="vision")  # fmt: skip
 PROC = WorkloadRef(key="process:4242", kind="process", name="python")
 JOB = WorkloadRef(key="slurm:991", kind="slurm_job", name="991", namespace="physics")
+#: what the collector's price book and carbon settings say now (see test_exporter_rates)
+RATES = FleetRates("CNY", 33.5, 1.25, {"CN": 581.0, "world": 475.0})
+
+
+class FixedRates:
+    """A RatesSource answering the same rates; ``fail`` makes it raise."""
+
+    def __init__(self, rates: FleetRates, fail: bool = False) -> None:
+        self.rates, self.fail, self.calls = rates, fail, 0
+
+    def fleet_rates(self, now: float) -> FleetRates:
+        self.calls += 1
+        if self.fail:
+            raise RuntimeError("price book gone")
+        return self.rates
 
 
 def fleet_backend() -> FakeBackend:
@@ -57,7 +72,11 @@ def fleet_backend() -> FakeBackend:
             WasteTotal("ml", "pod:ml/notebook-7", "vision", "H100", 1800.0, 10.0),
             WasteTotal("", "", "", "L4", 7200.0, 8.0),
         ),
-        energy=(EnergyTotal("ml", "pod:ml/notebook-7", "vision", 3.6e6, 480.0),),
+        energy=(
+            EnergyTotal("ml", "pod:ml/notebook-7", "vision", 3.6e6, 480.0, 1.2e6),
+            EnergyTotal("ml", "pod:ml/notebook-7", "vision", 0.4e6, 20.0, 0.0),
+            EnergyTotal("", "", "", 7.2e6, 950.0, 0.0),
+        ),
         ingest=IngestCounters(
             batches_accepted=10,
             batches_duplicate=2,
@@ -77,9 +96,10 @@ def fleet_backend() -> FakeBackend:
     return FakeBackend(views=views, recs=recs, totals=totals)
 
 
-def scrape(backend: FakeBackend) -> str:
+def scrape(backend: FakeBackend, rates: FixedRates | None = None) -> str:
     registry = CollectorRegistry()
     registry.register(FleetExporter(backend, clock=lambda: NOW))
+    registry.register(RatesExporter(rates or FixedRates(RATES), clock=lambda: NOW))
     return generate_latest(registry).decode()
 
 
@@ -132,8 +152,27 @@ def test_workload_totals_sum_rows_with_the_same_labels() -> None:
     assert value(found, "gpufleet_workload_waste_total", **pod, model="H100", currency="CNY") == 30
     unallocated = {"k8s_namespace_name": "", "workload": "", "team": "", "model": "L4"}
     assert value(found, "gpufleet_workload_waste_total", **unallocated, currency="CNY") == 8
-    assert value(found, "gpufleet_workload_energy_joules_total", **pod) == 3.6e6
-    assert value(found, "gpufleet_workload_carbon_grams_total", **pod) == 480
+    assert value(found, "gpufleet_workload_energy_joules_total", **pod) == 4.0e6
+    assert value(found, "gpufleet_workload_estimated_energy_joules_total", **pod) == 1.2e6
+    assert value(found, "gpufleet_workload_carbon_grams_total", **pod) == 500
+    fleet = {"k8s_namespace_name": "", "workload": "", "team": ""}
+    assert value(found, "gpufleet_workload_estimated_energy_joules_total", **fleet) == 0
+
+
+def test_rates_are_waste_now_pue_and_intensity_per_region() -> None:
+    found = samples(scrape(fleet_backend()))
+    assert value(found, "gpufleet_fleet_idle_cost_per_hour", currency="CNY") == 33.5
+    assert value(found, "gpufleet_carbon_pue_ratio") == 1.25
+    intensity = "gpufleet_carbon_intensity_grams_per_kilowatt_hour"
+    assert found[intensity] == {(("region", "CN"),): 581.0, (("region", "world"),): 475.0}
+
+
+def test_failing_rates_leave_the_rest_of_the_scrape() -> None:
+    source = FixedRates(RATES, fail=True)
+    found = samples(scrape(fleet_backend(), source))
+    assert source.calls == 1
+    assert "gpufleet_carbon_pue_ratio" not in found
+    assert value(found, "gpufleet_fleet_power_watts") == pytest.approx(736)
 
 
 def test_open_recommendations_and_savings_by_kind() -> None:
@@ -211,21 +250,28 @@ def test_registering_does_not_call_the_backend() -> None:
             raise AssertionError("called at registration")
 
     CollectorRegistry().register(FleetExporter(Untouchable(), clock=lambda: NOW))
+    source = FixedRates(RATES)
+    CollectorRegistry().register(RatesExporter(source, clock=lambda: NOW))
+    assert source.calls == 0
 
 
 def test_metrics_route_speaks_text_and_openmetrics() -> None:
     backend = fleet_backend()
-    app = create_app(backend, CollectorSettings(server=ServerSettings()), ["t"], lambda: NOW)
-    client = AsgiClient(app)
+    rates = RatesExporter(FixedRates(RATES), clock=lambda: NOW)
+    settings = CollectorSettings(server=ServerSettings())
+    client = AsgiClient(create_app(backend, settings, ["t"], lambda: NOW, collectors=[rates]))
     text = client.get("/metrics")
     assert text.headers["content-type"].startswith("text/plain; version=0.0.4")
     assert value(samples(text.text), "gpufleet_fleet_power_watts") == 736
+    assert value(samples(text.text), "gpufleet_carbon_pue_ratio") == 1.25
     accept = "application/openmetrics-text; version=1.0.0"
     om = client.get("/metrics", headers={"Accept": accept})
     assert om.headers["content-type"].startswith("application/openmetrics-text")
     assert om.text.endswith("# EOF\n")
     families = {metric.name: metric for metric in parse_om(om.text)}
     assert families["gpufleet_workload_energy_joules"].unit == "joules"
+    intensity = families["gpufleet_carbon_intensity_grams_per_kilowatt_hour"]
+    assert intensity.unit == "grams_per_kilowatt_hour"
 
 
 def test_scrape_matches_the_golden_file() -> None:
