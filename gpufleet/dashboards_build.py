@@ -10,10 +10,12 @@ import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from gpufleet.dashboards_energy import energy_carbon, workload_detail
-from gpufleet.dashboards_fleet import fleet_overview, idle_waste
+from gpufleet.dashboards_energy import energy_carbon
+from gpufleet.dashboards_fleet import fleet_overview
 from gpufleet.dashboards_grafana import Json
 from gpufleet.dashboards_node import node_detail
+from gpufleet.dashboards_waste import idle_waste
+from gpufleet.dashboards_workload import workload_detail
 
 #: file name (without .json) -> builder, in reading order
 BUILDERS: dict[str, Callable[[], Json]] = {

@@ -1,25 +1,22 @@
-"""The energy-and-carbon and the workload-detail dashboards.
+"""The energy-and-carbon dashboard.
 
 Energy and carbon per workload come from the collector's counters (joules and grams since
-the ledger began); a workload's GPUs come from the agents' ``gpufleet_gpu_workload_info``,
-which lists every workload holding a GPU (shared GPUs included), joined on node and uuid.
+the ledger began, and the part of the joules estimated from power); the PUE and the grid
+intensity per region in use come from the collector's gauges.
 """
 
 from __future__ import annotations
 
-from gpufleet.dashboards_fleet import MONEY, WORKLOAD_UID, currency_variable
 from gpufleet.dashboards_grafana import Json, Panel, Target, dashboard, query_variable
 
 ENERGY_UID = "gpufleet-energy"
 KWH = "3600000"
 ENERGY = 'gpufleet_workload_energy_joules_total{k8s_namespace_name=~"$namespace"}'
+ESTIMATED = 'gpufleet_workload_estimated_energy_joules_total{k8s_namespace_name=~"$namespace"}'
 CARBON = 'gpufleet_workload_carbon_grams_total{k8s_namespace_name=~"$namespace"}'
-#: keeps the left-hand GPU series of the GPUs that $workload holds
-HELD = 'and on (node, uuid) gpufleet_gpu_workload_info{workload_key="$workload"}'
-GPU_LEGEND = "{{node}} GPU {{gpu}}"
 
 
-def _namespace_variable(metric: str) -> Json:
+def namespace_variable(metric: str) -> Json:
     query = f"label_values({metric}, k8s_namespace_name)"
     return query_variable("namespace", "Namespace", query, multi=True)
 
@@ -28,10 +25,11 @@ def energy_carbon() -> Json:
     return dashboard(
         ENERGY_UID,
         "gpufleet / Energy and carbon",
-        "GPU energy (kWh) and emissions (kgCO2e) by workload and namespace, the carbon "
-        "intensity in use, and how each GPU's energy is measured.",
+        "GPU energy (kWh) and emissions (kgCO2e) by workload and namespace, the PUE and "
+        "the grid carbon intensity in use per region, and how the energy was measured "
+        "(energy counter or estimate from power).",
         [*_by_namespace(), *_top_workloads(), *_measurement()],
-        [_namespace_variable("gpufleet_workload_energy_joules_total")],
+        [namespace_variable("gpufleet_workload_energy_joules_total")],
     )
 
 
@@ -130,8 +128,7 @@ def _measurement() -> list[Panel]:
             "stat",
             "Carbon intensity in use (PUE x grid)",
             "Grams CO2e per GPU kWh over the last hour, across the fleet: the PUE times the "
-            "grid intensity of each node's region, weighted by energy. The collector does not "
-            "export PUE and grid intensity separately.",
+            "grid intensity of each node's region, weighted by energy.",
             "suffix: gCO2e/kWh",
             (
                 Target(
@@ -141,20 +138,51 @@ def _measurement() -> list[Panel]:
                     instant=True,
                 ),
             ),
-            width=8,
+            width=6,
             defaults={"decimals": 0},
         ),
         Panel(
             "stat",
-            "How GPU energy is measured",
-            "counter: GPUs whose NVML total-energy counter is read (exact). estimate: GPUs "
-            "without one, whose energy is integrated from power samples.",
+            "PUE",
+            "Power usage effectiveness the collector applies (carbon.pue): facility energy "
+            "per unit of IT energy.",
             "none",
+            (Target("gpufleet_carbon_pue_ratio", "PUE", instant=True),),
+            width=4,
+            defaults={"decimals": 2},
+        ),
+        Panel(
+            "timeseries",
+            "Grid carbon intensity by region",
+            "The grid intensity (gCO2e/kWh, before PUE) the collector uses for each region "
+            "its nodes are in: the shipped yearly table, or the hourly feed where one is set.",
+            "suffix: gCO2e/kWh",
+            (Target("gpufleet_carbon_intensity_grams_per_kilowatt_hour", "{{region}}"),),
+            width=14,
+            defaults={"decimals": 0},
+        ),
+        *_energy_sources(),
+    ]
+
+
+def _energy_sources() -> list[Panel]:
+    return [
+        Panel(
+            "stat",
+            "How GPU energy is measured",
+            "GPU energy in the time range by how it was measured. counter: read from NVML's "
+            "total-energy counter (exact). estimate: integrated from power samples on GPUs "
+            "without one.",
+            "kwatth",
             (
-                Target("count(gpufleet_gpu_energy_joules_total)", "counter", instant=True),
                 Target(
-                    "count(gpufleet_gpu_power_watts unless on (node, uuid) "
-                    "gpufleet_gpu_energy_joules_total) or vector(0)",
+                    f"(sum(increase({ENERGY}[$__range])) - "
+                    f"sum(increase({ESTIMATED}[$__range]))) / {KWH}",
+                    "counter",
+                    instant=True,
+                ),
+                Target(
+                    f"sum(increase({ESTIMATED}[$__range])) / {KWH}",
                     "estimate",
                     instant=True,
                 ),
@@ -175,115 +203,6 @@ def _measurement() -> list[Panel]:
                     "attributed",
                 ),
             ),
-            width=8,
-        ),
-    ]
-
-
-def workload_detail() -> Json:
-    namespace = _namespace_variable("gpufleet_gpu_workload_info")
-    workload = query_variable(
-        "workload",
-        "Workload (pod or Slurm job)",
-        'label_values(gpufleet_gpu_workload_info{k8s_namespace_name=~"$namespace"}, workload_key)',
-    )
-    return dashboard(
-        WORKLOAD_UID,
-        "gpufleet / Workload detail",
-        "One workload (a Kubernetes pod or a Slurm job): its GPUs' activity, memory, power, "
-        "energy and idle episodes.",
-        [*_workload_totals(), *_workload_gpus()],
-        [currency_variable(), namespace, workload],
-    )
-
-
-def _gpu_series(title: str, description: str, unit: str, metric: str, **defaults: object) -> Panel:
-    target = Target(f"{metric} {HELD}", GPU_LEGEND)
-    return Panel("timeseries", title, description, unit, (target,), defaults=dict(defaults))
-
-
-def _total_stat(title: str, description: str, unit: str, expr: str, **defaults: object) -> Panel:
-    target = Target(expr, title, instant=True)
-    return Panel("stat", title, description, unit, (target,), 6, 4, defaults=dict(defaults))
-
-
-def _workload_totals() -> list[Panel]:
-    selector = '{workload="$workload"}'
-    money = '{workload="$workload", currency="$currency"}'
-    return [
-        _total_stat(
-            "Energy",
-            "GPU energy attributed to the workload in the time range.",
-            "kwatth",
-            f"sum(increase(gpufleet_workload_energy_joules_total{selector}[$__range])) / {KWH}",
-        ),
-        _total_stat(
-            "Emissions",
-            "kgCO2e of that energy.",
-            "masskg",
-            f"sum(increase(gpufleet_workload_carbon_grams_total{selector}[$__range])) / 1000",
-        ),
-        _total_stat(
-            "Idle GPU-hours",
-            "GPU-hours the workload held idle GPUs in the time range.",
-            "h",
-            f"sum(increase(gpufleet_workload_idle_gpu_seconds_total{selector}[$__range])) / 3600",
-            decimals=2,
-        ),
-        _total_stat(
-            "Idle cost ($currency)",
-            "What those idle GPU-hours cost.",
-            "short",
-            f"sum(increase(gpufleet_workload_waste_total{money}[$__range]))",
-            **MONEY,
-        ),
-    ]
-
-
-def _workload_gpus() -> list[Panel]:
-    return [
-        _gpu_series(
-            "SM activity",
-            "Per GPU held: SM activity 0..1 (GPM, or NVML's coarse utilisation).",
-            "percentunit",
-            "gpufleet_gpu_sm_activity_ratio",
-            min=0,
-            max=1,
-        ),
-        _gpu_series(
-            "DRAM activity",
-            "Per GPU held: device memory bandwidth activity 0..1.",
-            "percentunit",
-            "gpufleet_gpu_dram_activity_ratio",
-            min=0,
-            max=1,
-        ),
-        _gpu_series(
-            "Memory used",
-            "Per GPU held: device memory in use (held memory does not make a GPU active).",
-            "bytes",
-            "gpufleet_gpu_memory_used_bytes",
-        ),
-        _gpu_series("Power", "Per GPU held: power draw.", "watt", "gpufleet_gpu_power_watts"),
-        Panel(
-            "timeseries",
-            "Idle episodes",
-            "How long each GPU labelled with this workload has been idle; each ramp is one "
-            "idle episode, a drop to 0 is activity ending it.",
-            "s",
-            (Target('gpufleet_gpu_idle_seconds{workload="$workload"}', GPU_LEGEND),),
-        ),
-        Panel(
-            "timeseries",
-            "Energy rate",
-            "Energy attributed to the workload per second (average power).",
-            "watt",
-            (
-                Target(
-                    'sum(rate(gpufleet_workload_energy_joules_total{workload="$workload"}'
-                    "[$__rate_interval]))",
-                    "attributed",
-                ),
-            ),
+            width=16,
         ),
     ]
