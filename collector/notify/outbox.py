@@ -107,6 +107,18 @@ class Outbox:
         )
         return {r[0]: int(r[1]) for r in rows}
 
+    def prune(self, before: float) -> int:
+        """Delete messages sent before ``before`` and what was told about recommendations
+        resolved or dismissed before it; pending messages always stay."""
+        with self.ledger.write_transaction() as conn:
+            sent = conn.execute(
+                "DELETE FROM notify_outbox WHERE state = 'sent' AND sent_at < ?", (before,)
+            ).rowcount
+            told = conn.execute(
+                "DELETE FROM notify_state WHERE status != 'live' AND notified_at < ?", (before,)
+            ).rowcount
+        return int(sent) + int(told)
+
     def sent_events(self, channel: str) -> list[str]:
         """Event keys sent to ``channel``, in sending order (for tests and the API)."""
         rows = self.ledger.read(

@@ -38,12 +38,18 @@ from gpufleet.settings import read_secret
 log = logging.getLogger(__name__)
 
 
+#: sent messages are kept this long (the rate window needs only a minute of them)
+KEEP_SENT_SECONDS = 30 * 24 * 3600.0
+PRUNE_EVERY_SECONDS = 3600.0
+
+
 @dataclass
 class Alerting:
     notifier: Notifier | None
     engine: ActionEngine | None
     routes: list[BaseRoute] = field(default_factory=list)
     exporter: NotifyExporter | None = None
+    pruned_at: float = float("-inf")
 
     def step(self, fleet: Sequence[GpuView], recs: Sequence[Recommendation], now: float) -> None:
         if self.notifier is not None:
@@ -52,6 +58,9 @@ class Alerting:
             self.engine.run(fleet, recs, now)
         if self.notifier is not None:
             self.notifier.deliver(now)
+            if now - self.pruned_at >= PRUNE_EVERY_SECONDS:
+                self.notifier.outbox.prune(now - KEEP_SENT_SECONDS)
+                self.pruned_at = now
 
 
 def fleet_index(fleet: Sequence[GpuView]) -> FleetIndex:

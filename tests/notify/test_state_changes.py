@@ -9,7 +9,15 @@ from pathlib import Path
 from collector.notify.settings import RouteSettings
 from collector.records import RecommendationStatus
 from tests.notify.fake_services import FakeService
-from tests.notify.rig import HandClock, channel, fake, index_for, notifier_for, release_rec
+from tests.notify.rig import (
+    HandClock,
+    channel,
+    fake,
+    index_for,
+    notifier_for,
+    release_rec,
+    simple_event,
+)
 
 SECRET = "whsec_c2VjcmV0LWtleS1mb3ItdGVzdHM="
 
@@ -139,3 +147,21 @@ def test_routes_send_each_change_to_the_matching_channels_once(tmp_path: Path) -
             card["header"]["title"]["content"]
             == "pod:cv/notebook-2 占用的 2 张 GPU 一直空闲，建议释放"
         )
+
+
+def test_pruning_drops_old_sent_messages_and_never_pending_ones(tmp_path: Path) -> None:
+    clock = HandClock()
+    with (
+        fake("webhook", clock, SECRET) as hook,
+        notifier_for(tmp_path, [channel(hook, digest_interval_seconds=0)], clock) as n,
+    ):
+        n.observe([release_rec(1)], index_for(release_rec(1)), clock.now)
+        n.deliver()
+        hook.script.append((503, {}, b""))
+        n.announce(simple_event("later"), clock.now + 100)
+        n.deliver(clock.now + 100)  # fails: stays pending
+        assert n.outbox.prune(clock.now + 50) == 1  # the sent one; the live state stays
+        assert n.outbox.sent_events("ops") == []
+        assert n.outbox.pending_by_channel() == {"ops": 1}
+        n.observe([release_rec(1)], index_for(release_rec(1)), clock.now + 200)
+        assert n.outbox.pending_by_channel() == {"ops": 1}  # told state kept: no repeat
