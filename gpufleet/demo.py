@@ -9,6 +9,7 @@ are pushed through as fast as they go, so there is something to see from the sta
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import secrets
@@ -26,7 +27,7 @@ from agent.sampler import Sampler
 from agent.shipper import Shipper
 from agent.simulated import SimulatedFleet, build_fleet
 from agent.stats import AgentStats
-from collector.config import AnalysisSettings, CollectorSettings, LedgerSettings, ServerSettings
+from collector.config import CollectorSettings, LedgerSettings
 from collector.influx_settings import InfluxSettings
 from gpufleet.collector_main import Collector, build_collector, serve
 from gpufleet.demo_view import print_summary, run_live
@@ -37,6 +38,7 @@ INFLUX_FLAGS = ("url", "org", "bucket", "database")
 
 def add_parser(commands: Any) -> None:
     p = commands.add_parser("demo", help="collector + simulated fleet", description=__doc__)
+    p.add_argument("--config", type=Path, help="collector settings YAML (notifications ...)")
     p.add_argument("--speed", type=float, default=60.0, help="simulated seconds per second")
     p.add_argument("--port", type=int, default=8080, help="collector port (agents: port+1..)")
     p.add_argument("--duration", type=float, help="wall seconds to run, then print and exit")
@@ -114,14 +116,21 @@ def build_demo(args: argparse.Namespace, workdir: Path) -> Demo:
     clock = SimClock(start)
     fleet = build_fleet(args.nodes, args.gpus_per_node, seed=args.seed, start_time=start)
     token = secrets.token_urlsafe(24)
-    settings = CollectorSettings(
-        server=ServerSettings(port=args.port, tokens=[token]),
+    base = (
+        load_settings(CollectorSettings, args.config, os.environ)
+        if args.config is not None
+        else CollectorSettings()
+    )
+    settings = dataclasses.replace(
+        base,
+        server=dataclasses.replace(base.server, port=args.port, tokens=[token]),
         ledger=LedgerSettings(url=str(args.db or workdir / "gpufleet-demo.db")),
         influx=influx_settings(args, os.environ),
         # a sample reaches the collector up to one batch interval of *simulated* time late;
         # a GPU turns unknown only when it is three of those (or three steps) behind
-        analysis=AnalysisSettings(
-            stale_after_seconds=max(60.0, 3 * args.step, 3 * batch_interval(args) * args.speed)
+        analysis=dataclasses.replace(
+            base.analysis,
+            stale_after_seconds=max(60.0, 3 * args.step, 3 * batch_interval(args) * args.speed),
         ),
     )
     collector = build_collector(settings, clock, tokens=frozenset([token]))

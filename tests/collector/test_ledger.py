@@ -90,12 +90,13 @@ def test_failed_migration_leaves_old_version(tmp_path: Path) -> None:
     from collector.ledger_schema import migrate
 
     conn = sqlite3.connect(tmp_path / "a.db", isolation_level=None)
-    assert migrate(conn, MIGRATIONS) == 1
-    with pytest.raises(LedgerError, match="version 2"):
+    current = len(MIGRATIONS)
+    assert migrate(conn, MIGRATIONS) == current
+    with pytest.raises(LedgerError, match=f"version {current + 1}"):
         migrate(conn, (*MIGRATIONS, "CREATE TABLE extra (x); CREATE TABLE gpus (y);"))
-    assert conn.execute("SELECT version FROM schema_version").fetchall() == [(1,)]
+    assert conn.execute("SELECT version FROM schema_version").fetchall() == [(current,)]
     assert conn.execute("SELECT name FROM sqlite_master WHERE name = 'extra'").fetchall() == []
-    assert migrate(conn, (*MIGRATIONS, "CREATE TABLE extra (x);")) == 2
+    assert migrate(conn, (*MIGRATIONS, "CREATE TABLE extra (x);")) == current + 1
 
 
 def test_duplicate_batch_is_refused_and_body_kept(ledger: Ledger) -> None:
