@@ -3,7 +3,7 @@ recommendation arrives at a Feishu-protocol server, correctly signed.
 
 The first test runs the collector the way ``gpufleet demo`` does (simulated agents over
 real HTTP, SimClock) from a YAML file read by the real settings loader. The second runs
-``gpufleet demo --config FILE`` itself; it skips while the demo has no ``--config``.
+``gpufleet demo --config FILE`` itself.
 """
 
 from __future__ import annotations
@@ -97,20 +97,7 @@ def test_a_configured_channel_gets_the_stuck_jobs_release_signed(tmp_path: Path)
     assert "USD/h" in first["card"]["body"]["elements"][0]["content"]
 
 
-def demo_has_config_flag() -> bool:
-    done = subprocess.run(
-        [sys.executable, "-m", "gpufleet", "demo", "--help"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    return "--config" in done.stdout
-
-
 def test_gpufleet_demo_with_a_config_file_sends_to_the_channel(tmp_path: Path) -> None:
-    if not demo_has_config_flag():
-        pytest.skip("gpufleet demo has no --config yet (see the report of issue 4)")
     chat = FakeService("feishu", secret=SECRET)
     config = write_config(tmp_path, chat)
     port = free_port()
