@@ -19,6 +19,9 @@ from typing import Any
 
 import pytest
 
+from collector.carbon import IntensityTable
+from collector.config import CarbonSettings
+from collector.cost import PriceBook
 from tests.dashboards.live_stack import Prometheus, escape_regex, live_stack
 from tests.dashboards.queries import (
     DASHBOARDS,
@@ -38,6 +41,7 @@ pytestmark = [
 BUILTINS = {"__rate_interval": "30s", "__range": "1h", "__interval": "10s"}
 LABEL_VALUES = re.compile(r"^label_values\((?:(.*),\s*)?(\w+)\)$")
 QUERIES = all_panel_queries() + panel_queries(NVIDIA_DASHBOARD)
+IDLE_GPUS = 'gpufleet_fleet_gpus{state=~"allocated_idle|unallocated"}'
 
 
 @pytest.fixture(scope="module")
@@ -126,6 +130,33 @@ def test_the_demo_fleet_is_all_there(prom: Prometheus) -> None:
     assert len(prom.query("gpufleet_gpu_info")) == 32
     assert len(prom.query("DCGM_FI_DEV_GPU_TEMP")) == 32
     assert prom.query("sum(gpufleet_fleet_gpus)")[0]["value"][1] == "32"
+
+
+def test_waste_now_is_the_hourly_price_of_the_gpus_idle_in_the_same_scrape(
+    prom: Prometheus,
+) -> None:
+    """gpufleet_fleet_idle_cost_per_hour against the collector's idle GPUs by model, priced
+    from the demo's (example) price book; both read at one instant, so from one scrape."""
+    prices = PriceBook.example()
+    for _ in range(4):  # the two families take the demo's clock a moment apart
+        at = time.time()
+        idle = prom.query(f"sum by (model) ({IDLE_GPUS})", at)
+        cost = prom.query("gpufleet_fleet_idle_cost_per_hour", at)
+        expected = sum(float(s["value"][1]) * prices.price_per_gpu_hour(s["metric"]["model"])
+                       for s in idle)  # fmt: skip
+        if cost and expected > 0 and float(cost[0]["value"][1]) == pytest.approx(expected):
+            assert cost[0]["metric"]["currency"] == prices.currency
+            return
+        time.sleep(1.0)
+    raise AssertionError(f"waste now {cost} is not the price of the idle GPUs {idle}")
+
+
+def test_pue_and_grid_intensity_are_the_demo_s_settings(prom: Prometheus) -> None:
+    (pue,) = prom.query("gpufleet_carbon_pue_ratio")
+    assert float(pue["value"][1]) == CarbonSettings().pue
+    (grid,) = prom.query("gpufleet_carbon_intensity_grams_per_kilowatt_hour")
+    assert grid["metric"]["region"] == "world"  # the demo's nodes send no region label
+    assert float(grid["value"][1]) == IntensityTable.default().intensity_g_per_kwh("world")
 
 
 def test_a_misspelt_query_gets_no_data_so_the_checks_can_fail(prom: Prometheus) -> None:
