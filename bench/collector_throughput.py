@@ -13,7 +13,8 @@ clock starts. Timed, on one thread, over ``--seconds`` simulated seconds: what t
 edge does per batch (gunzip + decode, validate_batch, Pipeline.ingest, which makes the
 batch durable in SQLite) and what the scheduler does every second (Pipeline.tick: apply,
 account, commit; Pipeline.evaluate_if_due: recommendations), then a final flush. The
-ledger is a real SQLite file in a temporary directory with synchronous=FULL.
+ledger is a real SQLite file in a temporary directory, synchronous=FULL (the default) and,
+for comparison, NORMAL (`--synchronous`).
 
 Targets (issue 3): at least 50,000 GPU-samples/s, under 20 KB per tracked GPU.
 """
@@ -92,13 +93,15 @@ def run_collector(
     start_unix: float,
     work_dir: Path,
     trace_memory: bool = False,
+    synchronous: str = "FULL",
 ) -> Timed:
     """Feed every batch through the real pipeline second by second; CPU charged per stage."""
     from collector.config import CollectorSettings, LedgerSettings
     from gpufleet.collector_main import build_collector
 
     clock = SimClock(start_unix)
-    settings = CollectorSettings(ledger=LedgerSettings(url=str(work_dir / "ledger.db")))
+    ledger = LedgerSettings(url=str(work_dir / "ledger.db"), synchronous=synchronous)
+    settings = CollectorSettings(ledger=ledger)
     gc.collect()
     rss_before, _ = memory_bytes_of()
     if trace_memory:
@@ -142,6 +145,7 @@ class SizeResult:
     gpus: int
     timed: Timed
     wall_seconds: float
+    synchronous: str = "FULL"
 
     @property
     def samples_per_second(self) -> float:
@@ -152,21 +156,21 @@ class SizeResult:
         return self.timed.cpu_seconds * 1e6 / self.timed.samples
 
 
-def measure_size(gpus: int, seconds: int, trace_memory: bool, profile: bool) -> SizeResult:
+def measure_size(
+    gpus: int, seconds: int, trace_memory: bool, profile: bool, synchronous: str = "FULL"
+) -> SizeResult:
     start_unix = time.time() - seconds - 10
     arrivals = encode_fleet(gpus, seconds, start_unix)
+    run = partial(run_collector, arrivals, start_unix, synchronous=synchronous)
     with tempfile.TemporaryDirectory(prefix="bench-collector-") as tmp:
         wall = time.perf_counter()
-        if profile:
-            timed = profiled(lambda: run_collector(arrivals, start_unix, Path(tmp)))
-        else:
-            timed = run_collector(arrivals, start_unix, Path(tmp))
+        timed = profiled(lambda: run(Path(tmp))) if profile else run(Path(tmp))
         wall = time.perf_counter() - wall
     if trace_memory:  # a second pass: tracemalloc slows Python ~3x, so it is never timed
         with tempfile.TemporaryDirectory(prefix="bench-collector-mem-") as tmp:
-            traced = run_collector(arrivals, start_unix, Path(tmp), trace_memory=True)
+            traced = run(Path(tmp), trace_memory=True)
         timed.traced_bytes = traced.traced_bytes
-    return SizeResult(gpus, timed, wall)
+    return SizeResult(gpus, timed, wall, synchronous)
 
 
 def profiled(work: Callable[[], T]) -> T:
@@ -189,6 +193,7 @@ def collector_row(r: SizeResult) -> dict[str, object]:
     traced = "-" if t.traced_bytes is None else f"{t.traced_bytes / r.gpus / 1000:.1f}"
     return {
         "GPUs": r.gpus,
+        "ledger": r.synchronous,
         "GPU-samples": t.samples,
         "batches": t.batches,
         "CPU s": round(t.cpu_seconds, 2),
@@ -250,6 +255,7 @@ def run_benchmark(
     trace_sizes: set[int],
     profile: bool,
     prometheus_sizes: list[int] | None = None,
+    synchronous: tuple[str, ...] = ("FULL",),
 ) -> None:
     from bench.prometheus_baseline import prometheus_binary, run_prometheus
 
@@ -257,8 +263,13 @@ def run_benchmark(
         f"Collector throughput: {seconds} simulated seconds at 1 Hz, nodes of 8 GPUs, "
         f"one batch per node every 5 s; sizes {sizes}"
     )
-    results = [measure_size(n, seconds, n in trace_sizes, profile) for n in sizes]
+    results = [
+        measure_size(n, seconds, n in trace_sizes and sync == synchronous[0], profile, sync)
+        for n in sizes
+        for sync in synchronous
+    ]
     report_collector(results)
+    results = [r for r in results if r.synchronous == synchronous[0]]
     binary = prometheus_binary()
     if prometheus_seconds <= 0:
         print("\nPrometheus: skipped (--prometheus-seconds 0)")
@@ -296,6 +307,13 @@ def main(argv: list[str] | None = None) -> int:
         metavar="GPUS",
         help="sizes that get a second, tracemalloc pass (3x slower)",
     )
+    parser.add_argument(
+        "--synchronous",
+        nargs="+",
+        choices=["FULL", "NORMAL"],
+        default=["FULL", "NORMAL"],
+        help="ledger durability settings to run (the first is compared with Prometheus)",
+    )
     parser.add_argument("--profile", action="store_true", help="print cProfile hot spots")
     parser.add_argument("--quick", action="store_true", help="tiny sizes (the smoke test)")
     parser.add_argument("--serve-target", type=int, metavar="PORT", help=argparse.SUPPRESS)
@@ -310,7 +328,12 @@ def main(argv: list[str] | None = None) -> int:
         run_benchmark([16, 48], 35, 2.0, {16}, args.profile, prometheus_sizes=[48])
     else:
         run_benchmark(
-            args.sizes, args.seconds, args.prometheus_seconds, set(args.trace_memory), args.profile
+            args.sizes,
+            args.seconds,
+            args.prometheus_seconds,
+            set(args.trace_memory),
+            args.profile,
+            synchronous=tuple(args.synchronous),
         )
     return 0
 

@@ -10,16 +10,22 @@ from __future__ import annotations
 import logging
 import math
 
+import msgspec
+
 from agent.model import GpuInfo
 from collector.carbon import HourlyFeed, IntensityTable, UnknownRegionError
 from collector.config import CarbonSettings
 from collector.cost import PriceBook, canonical_model
 from collector.fleet import Applied, TrackedGpu
 from collector.ledger_records import GpuRecord, LedgerWrite, WorkloadStatsDelta
-from collector.records import HOUR_SECONDS, Interval, Usage
-from collector.usage import account_interval
+from collector.records import HOUR_SECONDS, Usage, WorkloadRef
+from collector.usage import IntervalSums, workload_part
 
 log = logging.getLogger(__name__)
+
+#: a GPU's registry row is rewritten when its identity changes, else at most this often
+#: (its ``last_seen`` is that coarse; cursors and hourly rows carry the exact times)
+LAST_SEEN_RESOLUTION_SECONDS = 60.0
 
 
 class Accountant:
@@ -38,6 +44,12 @@ class Accountant:
         self._first_seen: dict[str, float] = {}
         self._workload_gpus: dict[str, set[str]] = {}
         self._workload_models: dict[str, str] = {}
+        #: uuid -> ((info, node, model), last_seen) of the registry row last sent
+        self._registered: dict[str, tuple[tuple[GpuInfo, str, str], float]] = {}
+        #: workload key -> the registry row last sent
+        self._workload_refs: dict[str, WorkloadRef] = {}
+        #: region -> gCO2e/kWh from the yearly table (it does not vary with time)
+        self._table_intensity: dict[str, float] = {}
 
     @property
     def currency(self) -> str:
@@ -54,6 +66,12 @@ class Accountant:
         region (logged once), never fails accounting."""
         if self.feed is not None and region == self.carbon.region:
             return self.feed.intensity_g_per_kwh(ts)
+        cached = self._table_intensity.get(region)
+        if cached is None:
+            cached = self._table_intensity[region] = self._table_value(region, ts)
+        return cached
+
+    def _table_value(self, region: str, ts: float) -> float:
         try:
             return self.intensity.intensity_g_per_kwh(region, ts)
         except UnknownRegionError as err:
@@ -65,42 +83,65 @@ class Accountant:
     def account(
         self, gpu: TrackedGpu, applied: Applied, node_labels: dict[str, str], write: LedgerWrite
     ) -> None:
-        """Add what ``applied`` contributes to ``write`` (usage, episodes, stats)."""
+        """Add what ``applied`` contributes to ``write`` (usage, episodes, stats).
+
+        Consecutive intervals in the same hour with the same holders are summed first
+        (``IntervalSums``), so Usage rows are built per run, not per interval.
+        """
         region = self.region_of(gpu.node, node_labels)
         price = self.prices.price_per_gpu_hour(gpu.model, gpu.node)
-        uuid = gpu.info.uuid
+        pue = self.carbon.pue
+        run: _Run | None = None
         for interval in applied.intervals:
-            intensity = self.intensity_at(region, interval.start)
-            usage, shares = account_interval(interval, price, self.carbon.pue, intensity)
             hour = math.floor(interval.start / HOUR_SECONDS) * HOUR_SECONDS
-            _add(write.gpu_usage, (hour, uuid), usage)
-            for ref, part in shares.items():
-                _add(write.workload_usage, (hour, ref.key), part)
-                write.workloads[ref.key] = ref
-                self._observe(ref.key, uuid, gpu.model, interval, write)
+            if run is None or hour != run.hour or interval.shares is not run.shares:
+                if run is not None:
+                    self._close(run, gpu, price, write)
+                run = _Run(hour, interval.shares, write)
+            run.sums.add(interval, pue, self.intensity_at(region, interval.start))
+            run.end = max(run.end, interval.end)
+            for stats in run.stats:  # right-sizing: memory and SM activity per GPU held
+                stats.observe(interval.seconds, interval.memory_used_bytes, interval.sm_activity)
+        if run is not None:
+            self._close(run, gpu, price, write)
         write.episodes_closed.extend(applied.episodes_closed)
 
-    def _observe(
-        self, key: str, gpu_uuid: str, model: str, interval: Interval, write: LedgerWrite
-    ) -> None:
-        """Right-sizing statistics: memory and SM activity per GPU the workload holds."""
-        held = self._workload_gpus.setdefault(key, set())
-        held.add(gpu_uuid)
-        stats = write.workload_stats.setdefault(key, WorkloadStatsDelta())
-        stats.observe(interval.seconds, interval.memory_used_bytes, interval.sm_activity)
-        stats.gpu_model = model
-        self._workload_models[key] = model
-        stats.gpu_count = len(held)
-        stats.last_seen = max(stats.last_seen, interval.end)
+    def _close(self, run: _Run, gpu: TrackedGpu, price: float, write: LedgerWrite) -> None:
+        """Add a run's usage to the GPU's and its workloads' hourly deltas."""
+        uuid = gpu.info.uuid
+        usage = run.sums.usage(price, allocated=bool(run.shares))
+        _add(write.gpu_usage, (run.hour, uuid), usage)
+        for (ref, share), stats in zip(run.shares.items(), run.stats, strict=True):
+            _add(write.workload_usage, (run.hour, ref.key), workload_part(usage, share))
+            sent = self._workload_refs.get(ref.key)
+            if sent is not ref and sent != ref:  # registry rows only when new or changed
+                write.workloads[ref.key] = self._workload_refs[ref.key] = ref
+            held = self._workload_gpus.setdefault(ref.key, set())
+            held.add(uuid)
+            stats.gpu_model = gpu.model
+            self._workload_models[ref.key] = gpu.model
+            stats.gpu_count = len(held)
+            stats.last_seen = max(stats.last_seen, run.end)
 
     def workload_models(self) -> dict[str, str]:
         """Workload key -> GPU model it was last seen on."""
         return dict(self._workload_models)
 
-    def gpu_record(self, gpu: TrackedGpu) -> GpuRecord:
-        import msgspec
-
+    def gpu_record(self, gpu: TrackedGpu) -> GpuRecord | None:
+        """The GPU's registry row when it is new to this process, its identity changed, or
+        its ``last_seen`` moved ``LAST_SEEN_RESOLUTION_SECONDS`` since the row last sent;
+        else None (the ledger already has it). ``first_seen`` is this process's first
+        commit of the GPU; the ledger keeps the earliest across restarts."""
         last_seen = gpu.last.timestamp if gpu.last is not None else 0.0
+        identity = (gpu.info, gpu.node, gpu.model)
+        sent = self._registered.get(gpu.info.uuid)
+        if (
+            sent is not None
+            and sent[0] == identity
+            and last_seen - sent[1] < LAST_SEEN_RESOLUTION_SECONDS
+        ):
+            return None
+        self._registered[gpu.info.uuid] = (identity, last_seen)
         first_seen = self._first_seen.setdefault(gpu.info.uuid, last_seen)
         return GpuRecord(
             uuid=gpu.info.uuid,
@@ -114,6 +155,27 @@ class Accountant:
             mig_parent_uuid=gpu.info.mig_parent_uuid,
             mig_profile=gpu.info.mig_profile,
         )
+
+    def forget_unsaved(self, write: LedgerWrite) -> None:
+        """``write`` failed to commit: its registry rows must be sent again."""
+        for uuid in write.gpus:
+            self._registered.pop(uuid, None)
+        for key in write.workloads:
+            self._workload_refs.pop(key, None)
+
+
+class _Run:
+    """Consecutive intervals of one GPU in one hour with the same holders."""
+
+    __slots__ = ("end", "hour", "shares", "stats", "sums")
+
+    def __init__(self, hour: float, shares: dict[WorkloadRef, float], write: LedgerWrite):
+        self.hour = hour
+        self.shares = shares
+        self.sums = IntervalSums()
+        self.end = float("-inf")
+        stats = write.workload_stats
+        self.stats = [stats.setdefault(ref.key, WorkloadStatsDelta()) for ref in shares]
 
 
 def _add(target: dict[tuple[float, str], Usage], key: tuple[float, str], usage: Usage) -> None:

@@ -9,12 +9,26 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from math import isfinite
+from typing import Protocol
 
 from agent.model import GpuSample, Workload
 from collector.records import WorkloadRef
 
 
-def interval_energy(prev: GpuSample, cur: GpuSample) -> tuple[float, bool]:
+class EnergyReading(Protocol):
+    """What energy needs of a sample (an ``agent.model.GpuSample`` or a
+    ``collector.fleet.Reading``)."""
+
+    @property
+    def timestamp(self) -> float: ...
+    @property
+    def energy_joules(self) -> float | None: ...
+    @property
+    def power_watts(self) -> float | None: ...
+
+
+def interval_energy(prev: EnergyReading, cur: EnergyReading) -> tuple[float, bool]:
     """Joules used between two consecutive samples of one GPU, and whether estimated.
 
     - both counters present and ``cur >= prev``: the counter delta (exact);
@@ -23,10 +37,10 @@ def interval_energy(prev: GpuSample, cur: GpuSample) -> tuple[float, bool]:
       power otherwise;
     - no power either, or time did not advance: 0.0, estimated.
     """
-    seconds = cur.timestamp - prev.timestamp
-    e0, e1 = _finite(prev.energy_joules), _finite(cur.energy_joules)
-    if e0 is not None and e1 is not None and e1 >= e0:
+    e0, e1 = prev.energy_joules, cur.energy_joules
+    if e0 is not None and e1 is not None and e1 >= e0 and isfinite(e0) and isfinite(e1):
         return e1 - e0, False
+    seconds = cur.timestamp - prev.timestamp
     if seconds <= 0:
         return 0.0, True
     p0, p1 = _power(prev), _power(cur)
@@ -40,7 +54,7 @@ def _finite(value: float | None) -> float | None:
     return value if value is not None and math.isfinite(value) else None
 
 
-def _power(sample: GpuSample) -> float | None:
+def _power(sample: EnergyReading) -> float | None:
     watts = _finite(sample.power_watts)
     return watts if watts is not None and watts >= 0 else None
 

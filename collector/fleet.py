@@ -1,20 +1,28 @@
 """Per-GPU state fed by ingest: orders samples, cuts them into intervals, tracks idle episodes.
 
-``TrackedGpu`` holds one GPU's reorder buffer and the last applied sample. ``apply_ready``
-turns every sample that is past the reorder window into an ``Interval`` (from the previous
-sample to this one) plus idle-episode changes. It does no I/O: the pipeline accounts the
+``TrackedGpu`` holds one GPU's reorder buffer and the last applied reading. ``apply_ready``
+turns every reading that is past the reorder window into an ``Interval`` (from the previous
+reading to this one) plus idle-episode changes. It does no I/O: the pipeline accounts the
 intervals and commits them to the ledger together with the GPU's new cursor.
+
+The buffer keeps a ``Reading`` per sample, not the decoded ``GpuSample``: the handful of
+fields intervals, episodes and the view need, with the holders (workloads and their
+shares) shared by every reading that has the same ones. A GPU at 1 Hz holds ~35 readings
+for the 30 s window, so this is most of the collector's memory per GPU.
 """
 
 from __future__ import annotations
 
-import heapq
+import bisect
+import operator
 from dataclasses import dataclass, field
 
-from agent.model import GpuInfo, GpuSample
+import msgspec
+
+from agent.model import GpuInfo, GpuSample, ProcessSample, Workload
 from collector.energy import interval_energy, workload_ref, workload_shares
 from collector.idle import classify_activity
-from collector.records import Activity, GpuState, GpuView, IdleEpisode, Interval
+from collector.records import Activity, GpuState, GpuView, IdleEpisode, Interval, WorkloadRef
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,13 +32,79 @@ class FleetRules:
     reorder_window_seconds: float
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class Holders:
+    """Who holds a GPU at a sample: one object shared by consecutive readings with the
+    same workloads (and, where several split the GPU, the same processes)."""
+
+    workloads: tuple[Workload, ...]
+    #: the processes, kept only where the split depends on them (several workloads)
+    processes: tuple[ProcessSample, ...]
+    refs: tuple[WorkloadRef, ...]
+    #: ``energy.workload_shares`` of the sample; shared, never mutate it
+    shares: dict[WorkloadRef, float]
+    #: the first workload's key: whose idle episode it is (None: unallocated)
+    key: str | None
+
+    @classmethod
+    def of(cls, sample: GpuSample) -> Holders:
+        workloads = sample.workloads
+        return cls(
+            workloads=workloads,
+            processes=sample.processes if len(workloads) > 1 else (),
+            refs=tuple(workload_ref(w) for w in workloads),
+            shares=workload_shares(sample),
+            key=workloads[0].key if workloads else None,
+        )
+
+    def fit(self, sample: GpuSample) -> bool:
+        """Whether ``sample`` has these holders (and, if shared, these processes)."""
+        if sample.workloads != self.workloads:
+            return False
+        return len(self.workloads) <= 1 or sample.processes == self.processes
+
+
+class Reading(msgspec.Struct, frozen=True, gc=False):
+    """What intervals, idle episodes and the view need of one ``GpuSample`` (SI units,
+    None = the GPU could not say). gc=False: it never takes part in a reference cycle."""
+
+    timestamp: float
+    sm_activity: float | None
+    dram_activity: float | None
+    power_watts: float | None
+    energy_joules: float | None
+    memory_used_bytes: int | None
+    memory_total_bytes: int | None
+    healthy: bool
+    holders: Holders
+
+    def to_sample(self, gpu_uuid: str) -> GpuSample:
+        """A GpuSample with this reading's fields (the ledger cursor's format)."""
+        return GpuSample(
+            timestamp=self.timestamp,
+            gpu_uuid=gpu_uuid,
+            sm_activity=self.sm_activity,
+            dram_activity=self.dram_activity,
+            power_watts=self.power_watts,
+            energy_joules=self.energy_joules,
+            memory_used_bytes=self.memory_used_bytes,
+            memory_total_bytes=self.memory_total_bytes,
+            healthy=self.healthy,
+            workloads=self.holders.workloads,
+            processes=self.holders.processes,
+        )
+
+
+_timestamp = operator.attrgetter("timestamp")
+
+
 @dataclass(slots=True)
 class Applied:
-    """What applying one GPU's ready samples produced."""
+    """What applying one GPU's ready readings produced."""
 
     intervals: list[Interval] = field(default_factory=list)
     episodes_closed: list[IdleEpisode] = field(default_factory=list)
-    samples: list[GpuSample] = field(default_factory=list)
+    samples: list[Reading] = field(default_factory=list)
     late: int = 0
 
 
@@ -39,15 +113,18 @@ class TrackedGpu:
     info: GpuInfo
     node: str
     model: str
-    last: GpuSample | None = None  # last applied sample
-    newest: GpuSample | None = None  # newest received sample (may still be buffered)
+    last: Reading | None = None  # last applied reading
+    newest: Reading | None = None  # newest received reading (may still be buffered)
     episode_start: float | None = None
     episode_workload: str | None = None
     #: whether this GPU ever reported DRAM activity; without it (a replayed duty-cycle
     #: trace, an old GPU) idle is decided on SM activity alone
     dram_seen: bool = False
-    _heap: list[tuple[float, int, GpuSample]] = field(default_factory=list)
-    _counter: int = 0
+    #: buffered readings in event-time order (equal timestamps in arrival order)
+    _buffer: list[Reading] = field(default_factory=list)
+    _holders: Holders | None = None
+    #: (dram_seen, threshold, activity) of ``last``, so a reading is classified once
+    _last_activity: tuple[bool, float, Activity] | None = None
 
     @property
     def applied_until(self) -> float:
@@ -55,76 +132,115 @@ class TrackedGpu:
 
     def buffer(self, sample: GpuSample) -> bool:
         """Queue a sample; False when it is older than what was already applied (too late)."""
-        if sample.timestamp <= self.applied_until:
+        ts = sample.timestamp
+        if self.last is not None and ts <= self.last.timestamp:
             return False
-        self._counter += 1
         if sample.dram_activity is not None:
             self.dram_seen = True
-        heapq.heappush(self._heap, (sample.timestamp, self._counter, sample))
-        if self.newest is None or sample.timestamp > self.newest.timestamp:
-            self.newest = sample
+        reading = self.reading(sample)
+        queue = self._buffer
+        if not queue or ts >= queue[-1].timestamp:
+            queue.append(reading)  # the usual case: samples arrive in order
+        else:
+            bisect.insort_right(queue, reading, key=_timestamp)
+        if self.newest is None or ts > self.newest.timestamp:
+            self.newest = reading
         return True
+
+    def reading(self, sample: GpuSample) -> Reading:
+        """The slim reading of ``sample``, sharing this GPU's current holders if they fit."""
+        holders = self._holders
+        if holders is None or not holders.fit(sample):
+            holders = self._holders = Holders.of(sample)
+        return Reading(
+            sample.timestamp,
+            sample.sm_activity,
+            sample.dram_activity,
+            sample.power_watts,
+            sample.energy_joules,
+            sample.memory_used_bytes,
+            sample.memory_total_bytes,
+            sample.healthy,
+            holders,
+        )
+
+    def restore(self, last: GpuSample, episode_start: float | None, episode: str | None) -> None:
+        """Resume after a restart from the cursor's last applied sample and open episode."""
+        self.last = self.newest = self.reading(last)
+        self.episode_start, self.episode_workload = episode_start, episode
 
     @property
     def buffered(self) -> int:
-        return len(self._heap)
+        return len(self._buffer)
 
     def apply_ready(self, rules: FleetRules, flush: bool = False) -> Applied:
-        """Apply buffered samples older than the reorder window (all when ``flush``)."""
+        """Apply buffered readings older than the reorder window (all when ``flush``)."""
         out = Applied()
-        if not self._heap or self.newest is None:
+        queue = self._buffer
+        if not queue or self.newest is None:
             return out
-        horizon = float("inf") if flush else self.newest.timestamp - rules.reorder_window_seconds
-        while self._heap and self._heap[0][0] <= horizon:
-            _, _, sample = heapq.heappop(self._heap)
-            if sample.timestamp <= self.applied_until:
+        if flush:
+            ready = len(queue)
+        else:
+            horizon = self.newest.timestamp - rules.reorder_window_seconds
+            ready = bisect.bisect_right(queue, horizon, key=_timestamp)
+        for reading in queue[:ready]:
+            if self.last is not None and reading.timestamp <= self.last.timestamp:
                 out.late += 1  # a duplicate timestamp
                 continue
-            self._apply(sample, rules, out)
+            self._apply(reading, rules, out)
+        del queue[:ready]
         return out
 
-    def _apply(self, sample: GpuSample, rules: FleetRules, out: Applied) -> None:
+    def _apply(self, reading: Reading, rules: FleetRules, out: Applied) -> None:
         prev = self.last
-        activity = self._classify(sample, rules)
-        gap_ok = prev is not None and sample.timestamp - prev.timestamp <= rules.stale_after_seconds
-        holder = sample.workloads[0].key if sample.workloads else None
+        activity = self._classify(reading, rules.idle_threshold)
+        stale = rules.stale_after_seconds
+        gap_ok = prev is not None and reading.timestamp - prev.timestamp <= stale
+        holder = reading.holders.key
         if prev is not None:
-            out.intervals.append(self._interval(prev, sample, gap_ok, rules))
+            out.intervals.append(self._interval(prev, reading, gap_ok, rules.idle_threshold))
         # a new holder ends the episode too: a pod placed on a GPU idle for an hour has
         # been idle for 0 s, and the hour before it came was not its waste
         ended = not gap_ok or activity is not Activity.IDLE or holder != self.episode_workload
         if self.episode_start is not None and ended:
-            end = sample.timestamp if gap_ok or prev is None else prev.timestamp
+            end = reading.timestamp if gap_ok or prev is None else prev.timestamp
             out.episodes_closed.append(self._episode(end))
             self.episode_start = None
             self.episode_workload = None
         if activity is Activity.IDLE and self.episode_start is None:
-            self.episode_start = sample.timestamp
+            self.episode_start = reading.timestamp
             self.episode_workload = holder
-        self.last = sample
-        out.samples.append(sample)
+        self.last = reading
+        self._last_activity = (self.dram_seen, rules.idle_threshold, activity)
+        out.samples.append(reading)
 
-    def _interval(
-        self, prev: GpuSample, cur: GpuSample, gap_ok: bool, rules: FleetRules
-    ) -> Interval:
+    def _interval(self, prev: Reading, cur: Reading, gap_ok: bool, threshold: float) -> Interval:
         joules, estimated = interval_energy(prev, cur)
-        activity = self._classify(prev, rules) if gap_ok else Activity.UNKNOWN
         return Interval(
             gpu_uuid=self.info.uuid,
             node=self.node,
             model=self.model,
             start=prev.timestamp,
             end=cur.timestamp,
-            activity=activity,
+            activity=self._last_classified(prev, threshold) if gap_ok else Activity.UNKNOWN,
             energy_joules=joules,
             energy_estimated=estimated,
-            shares=workload_shares(prev),
+            shares=prev.holders.shares,
             memory_used_bytes=prev.memory_used_bytes,
             sm_activity=prev.sm_activity,
         )
 
-    def _classify(self, sample: GpuSample, rules: FleetRules) -> Activity:
-        return classify_activity(sample, rules.idle_threshold, dram_unsupported=not self.dram_seen)
+    def _last_classified(self, last: Reading, threshold: float) -> Activity:
+        """The activity of ``last``, as classified when it was applied unless a reading
+        with DRAM activity has come in since (that changes how it classifies)."""
+        cached = self._last_activity
+        if cached is not None and cached[0] == self.dram_seen and cached[1] == threshold:
+            return cached[2]
+        return self._classify(last, threshold)
+
+    def _classify(self, reading: Reading, threshold: float) -> Activity:
+        return classify_activity(reading, threshold, dram_unsupported=not self.dram_seen)
 
     def _episode(self, end: float | None) -> IdleEpisode:
         assert self.episode_start is not None
@@ -139,20 +255,21 @@ class TrackedGpu:
     def open_episode(self) -> IdleEpisode | None:
         return None if self.episode_start is None else self._episode(None)
 
-    def view(
-        self, now: float, rules: FleetRules, workload_refs: tuple[object, ...] = ()
-    ) -> GpuView:
-        """The GPU's state now, from the newest sample received."""
-        sample = self.newest
-        fresh = sample is not None and now - sample.timestamp <= rules.stale_after_seconds
+    def view(self, now: float, rules: FleetRules) -> GpuView:
+        """The GPU's state now, from the newest reading received."""
+        reading = self.newest
+        if reading is None:
+            return self._view(GpuState.UNKNOWN, None, None)
         state = GpuState.UNKNOWN
-        refs = tuple(workload_ref(w) for w in sample.workloads) if sample is not None else ()
-        if sample is not None and fresh:
-            activity = self._classify(sample, rules)
+        if now - reading.timestamp <= rules.stale_after_seconds:
+            activity = self._classify(reading, rules.idle_threshold)
             if activity is Activity.ACTIVE:
                 state = GpuState.ACTIVE
             elif activity is Activity.IDLE:
-                state = GpuState.ALLOCATED_IDLE if refs else GpuState.UNALLOCATED
+                state = GpuState.ALLOCATED_IDLE if reading.holders.refs else GpuState.UNALLOCATED
+        return self._view(state, reading, self.episode_start if state in _IDLE_STATES else None)
+
+    def _view(self, state: GpuState, r: Reading | None, idle_since: float | None) -> GpuView:
         return GpuView(
             uuid=self.info.uuid,
             node=self.node,
@@ -160,18 +277,18 @@ class TrackedGpu:
             model=self.model,
             name=self.info.name,
             state=state,
-            last_seen=sample.timestamp if sample is not None else None,
-            workloads=refs,
-            idle_since=self.episode_start if state in _IDLE_STATES else None,
-            sm_activity=sample.sm_activity if sample is not None else None,
-            dram_activity=sample.dram_activity if sample is not None else None,
-            power_watts=sample.power_watts if sample is not None else None,
-            memory_used_bytes=sample.memory_used_bytes if sample is not None else None,
-            memory_total_bytes=(sample.memory_total_bytes if sample is not None else None)
+            last_seen=r.timestamp if r is not None else None,
+            workloads=r.holders.refs if r is not None else (),
+            idle_since=idle_since,
+            sm_activity=r.sm_activity if r is not None else None,
+            dram_activity=r.dram_activity if r is not None else None,
+            power_watts=r.power_watts if r is not None else None,
+            memory_used_bytes=r.memory_used_bytes if r is not None else None,
+            memory_total_bytes=(r.memory_total_bytes if r is not None else None)
             or self.info.memory_total_bytes,
             mig_parent_uuid=self.info.mig_parent_uuid,
             mig_profile=self.info.mig_profile,
-            healthy=sample.healthy if sample is not None else True,
+            healthy=r.healthy if r is not None else True,
         )
 
 

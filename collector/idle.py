@@ -12,13 +12,26 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from math import isfinite
+from typing import Protocol
 
-from agent.model import GpuSample
 from collector.records import Activity, IdleEpisode
 
 
+class ActivityReading(Protocol):
+    """What classifying needs of a sample (an ``agent.model.GpuSample`` or a
+    ``collector.fleet.Reading``)."""
+
+    @property
+    def healthy(self) -> bool: ...
+    @property
+    def sm_activity(self) -> float | None: ...
+    @property
+    def dram_activity(self) -> float | None: ...
+
+
 def classify_activity(
-    sample: GpuSample, threshold: float, *, dram_unsupported: bool = False
+    sample: ActivityReading, threshold: float, *, dram_unsupported: bool = False
 ) -> Activity:
     """ACTIVE if ``sm_activity`` or ``dram_activity`` >= ``threshold`` (either alone is
     enough); IDLE if both are known and below it; else UNKNOWN.
@@ -31,8 +44,12 @@ def classify_activity(
     """
     if not sample.healthy:
         return Activity.UNKNOWN
-    sm = _finite(sample.sm_activity)
-    dram = _finite(sample.dram_activity)
+    sm = sample.sm_activity
+    if sm is not None and not isfinite(sm):
+        sm = None
+    dram = sample.dram_activity
+    if dram is not None and not isfinite(dram):
+        dram = None
     if (sm is not None and sm >= threshold) or (dram is not None and dram >= threshold):
         return Activity.ACTIVE
     if sm is not None and (dram is not None or dram_unsupported):

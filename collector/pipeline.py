@@ -11,6 +11,7 @@ cursors say what was applied; pending batches hold what was acknowledged but not
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import logging
 import math
 import threading
@@ -33,6 +34,7 @@ from collector.records import GpuView, Recommendation, RecommendationStatus
 
 log = logging.getLogger(__name__)
 _SAMPLE_DECODER = msgspec.json.Decoder(GpuSample)
+_SAMPLE_ENCODER = msgspec.json.Encoder()
 _BATCH_DECODER = msgspec.json.Decoder(Batch)
 
 
@@ -57,8 +59,12 @@ class Pipeline:
         self._lock = threading.RLock()
         self._gpus: dict[str, TrackedGpu] = {}
         self._node_labels: dict[str, dict[str, str]] = {}
-        #: pending batch id -> {gpu uuid: newest sample timestamp in that batch}
-        self._pending: dict[int, dict[str, float]] = {}
+        #: pending batch id -> how many of its GPUs still have samples to apply
+        self._pending: dict[int, int] = {}
+        #: gpu uuid -> heap of (newest sample timestamp in a pending batch, batch id)
+        self._waiting: dict[str, list[tuple[float, int]]] = {}
+        #: pending batches now fully applied, deleted by the next commit
+        self._done: list[int] = []
         self._policy = RecommendPolicy.default()
         self._evaluated_at: float | None = None
         self.restore()
@@ -104,8 +110,15 @@ class Pipeline:
                 self.stats.count_late()
                 continue
             accepted += 1
-            newest[sample.gpu_uuid] = max(newest.get(sample.gpu_uuid, -math.inf), sample.timestamp)
-        self._pending[batch_id] = newest
+            uuid, ts = sample.gpu_uuid, sample.timestamp
+            if ts > newest.get(uuid, -math.inf):
+                newest[uuid] = ts
+        for uuid, ts in newest.items():
+            heapq.heappush(self._waiting.setdefault(uuid, []), (ts, batch_id))
+        if newest:
+            self._pending[batch_id] = len(newest)
+        else:
+            self._done.append(batch_id)
         return accepted
 
     def _track(self, info: GpuInfo, node: str) -> TrackedGpu:
@@ -127,34 +140,48 @@ class Pipeline:
             write = LedgerWrite()
             applied = 0
             for gpu in self._gpus.values():
+                if not gpu.buffered:
+                    continue
                 result = gpu.apply_ready(self.rules, flush=flush)
+                self.stats.count_late(result.late)
+                if result.samples or result.late:
+                    self._release(gpu)
                 if not result.samples:
                     continue
                 applied += len(result.samples)
-                self.stats.count_late(result.late)
                 self.accountant.account(gpu, result, self._node_labels.get(gpu.node, {}), write)
                 write.cursors[gpu.info.uuid] = self._cursor(gpu)
-                write.gpus[gpu.info.uuid] = self.accountant.gpu_record(gpu)
+                if (record := self.accountant.gpu_record(gpu)) is not None:
+                    write.gpus[gpu.info.uuid] = record
             if applied:
-                write.batches_done = self._batches_done()
-                self.ledger.commit(write)
-                for batch_id in write.batches_done:
-                    del self._pending[batch_id]
+                write.batches_done = list(self._done)
+                try:
+                    self.ledger.commit(write)
+                except LedgerError:
+                    self.accountant.forget_unsaved(write)
+                    raise
+                del self._done[: len(write.batches_done)]
             return applied
 
-    def _batches_done(self) -> list[int]:
-        done = []
-        for batch_id, newest in self._pending.items():
-            if all(self._gpus[u].applied_until >= ts for u, ts in newest.items()):
-                done.append(batch_id)
-        return done
+    def _release(self, gpu: TrackedGpu) -> None:
+        """Count ``gpu`` done with every pending batch whose samples it has applied."""
+        waiting = self._waiting.get(gpu.info.uuid)
+        until = gpu.applied_until
+        while waiting and waiting[0][0] <= until:
+            _, batch_id = heapq.heappop(waiting)
+            left = self._pending[batch_id] - 1
+            if left:
+                self._pending[batch_id] = left
+            else:
+                del self._pending[batch_id]
+                self._done.append(batch_id)
 
     def _cursor(self, gpu: TrackedGpu) -> GpuCursor:
         assert gpu.last is not None
         return GpuCursor(
             gpu_uuid=gpu.info.uuid,
             applied_until=gpu.last.timestamp,
-            last_sample=msgspec.json.encode(gpu.last),
+            last_sample=_SAMPLE_ENCODER.encode(gpu.last.to_sample(gpu.info.uuid)),
             open_episode_start=gpu.episode_start,
             open_episode_workload=gpu.episode_workload,
         )
@@ -170,10 +197,11 @@ class Pipeline:
                 gpu = self._track(info, record.node)
                 cursor = cursors.get(info.uuid)
                 if cursor is not None:
-                    gpu.last = _SAMPLE_DECODER.decode(cursor.last_sample)
-                    gpu.newest = gpu.last
-                    gpu.episode_start = cursor.open_episode_start
-                    gpu.episode_workload = cursor.open_episode_workload
+                    gpu.restore(
+                        _SAMPLE_DECODER.decode(cursor.last_sample),
+                        cursor.open_episode_start,
+                        cursor.open_episode_workload,
+                    )
             replayed = 0
             for batch_id, body in self.ledger.pending_batches():
                 replayed += self._buffer(batch_id, _BATCH_DECODER.decode(body))

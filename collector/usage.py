@@ -1,11 +1,16 @@
-"""Turn one applied interval of one GPU into Usage: seconds by activity, energy, cost, carbon.
+"""Turn applied intervals of one GPU into Usage: seconds by activity, energy, cost, carbon.
 
 The GPU's usage is the whole interval; each workload holding the GPU gets its share of
 the seconds, energy, cost and carbon (``Interval.shares`` sums to 1), so the workloads'
 figures add up to the GPU's whenever it is allocated. Unallocated usage is fleet overhead.
+
+``IntervalSums`` adds up a run of intervals that share an hour and holders, so the
+per-interval work is a few float additions and Usage objects are built once per run.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from collector.carbon import carbon_grams
 from collector.records import HOUR_SECONDS, Activity, Interval, Usage, WorkloadRef
@@ -24,33 +29,71 @@ def account_interval(
     activity is unknown); carbon = energy x PUE x intensity. A backwards interval counts
     as zero seconds; negative energy as zero.
     """
-    gpu = _gpu_usage(interval, price_per_gpu_hour, pue, intensity_g_per_kwh)
-    return gpu, {ref: _scaled(gpu, share) for ref, share in interval.shares.items()}
+    sums = IntervalSums()
+    sums.add(interval, pue, intensity_g_per_kwh)
+    gpu = sums.usage(price_per_gpu_hour, allocated=bool(interval.shares))
+    return gpu, {ref: workload_part(gpu, share) for ref, share in interval.shares.items()}
 
 
-def _gpu_usage(interval: Interval, price: float, pue: float, intensity: float) -> Usage:
-    seconds = max(0.0, interval.seconds)
-    energy = max(0.0, interval.energy_joules)
-    active = seconds if interval.activity is Activity.ACTIVE else 0.0
-    idle = seconds if interval.activity is Activity.IDLE else 0.0
-    unknown = seconds if interval.activity is Activity.UNKNOWN else 0.0
-    per_second = max(0.0, price) / HOUR_SECONDS
-    return Usage(
-        active_seconds=active,
-        idle_seconds=idle,
-        allocated_idle_seconds=idle if interval.shares else 0.0,
-        unknown_seconds=unknown,
-        energy_joules=energy,
-        estimated_energy_joules=energy if interval.energy_estimated else 0.0,
-        idle_energy_joules=energy if interval.activity is Activity.IDLE else 0.0,
-        idle_cost=idle * per_second,
-        cost=(active + idle) * per_second,
-        carbon_grams=carbon_grams(energy, pue, intensity),
-    )
+@dataclass(slots=True)
+class IntervalSums:
+    """Sums over intervals of one GPU (see ``account_interval`` for the rules)."""
+
+    active_seconds: float = 0.0
+    idle_seconds: float = 0.0
+    unknown_seconds: float = 0.0
+    energy_joules: float = 0.0
+    estimated_energy_joules: float = 0.0
+    idle_energy_joules: float = 0.0
+    carbon_grams: float = 0.0
+
+    def add(self, interval: Interval, pue: float, intensity_g_per_kwh: float) -> None:
+        seconds = interval.end - interval.start
+        seconds = seconds if seconds > 0.0 else 0.0
+        energy = interval.energy_joules
+        energy = energy if energy > 0.0 else 0.0
+        activity = interval.activity
+        if activity is Activity.ACTIVE:
+            self.active_seconds += seconds
+        elif activity is Activity.IDLE:
+            self.idle_seconds += seconds
+            self.idle_energy_joules += energy
+        else:
+            self.unknown_seconds += seconds
+        self.energy_joules += energy
+        if interval.energy_estimated:
+            self.estimated_energy_joules += energy
+        self.carbon_grams += carbon_grams(energy, pue, intensity_g_per_kwh)
+
+    def usage(self, price_per_gpu_hour: float, *, allocated: bool) -> Usage:
+        """The GPU's Usage; ``allocated``: a workload held it (idle is allocated-idle)."""
+        per_second = max(0.0, price_per_gpu_hour) / HOUR_SECONDS
+        idle = self.idle_seconds
+        return Usage(
+            active_seconds=self.active_seconds,
+            idle_seconds=idle,
+            allocated_idle_seconds=idle if allocated else 0.0,
+            unknown_seconds=self.unknown_seconds,
+            energy_joules=self.energy_joules,
+            estimated_energy_joules=self.estimated_energy_joules,
+            idle_energy_joules=self.idle_energy_joules,
+            idle_cost=idle * per_second,
+            cost=(self.active_seconds + idle) * per_second,
+            carbon_grams=self.carbon_grams,
+        )
 
 
-def _scaled(usage: Usage, share: float) -> Usage:
+def workload_part(usage: Usage, share: float) -> Usage:
     """A workload's part of the GPU's usage; for a workload allocated-idle = idle."""
-    part = Usage(**{name: getattr(usage, name) * share for name in Usage.__slots__})
-    part.allocated_idle_seconds = part.idle_seconds
-    return part
+    return Usage(
+        active_seconds=usage.active_seconds * share,
+        idle_seconds=usage.idle_seconds * share,
+        allocated_idle_seconds=usage.idle_seconds * share,
+        unknown_seconds=usage.unknown_seconds * share,
+        energy_joules=usage.energy_joules * share,
+        estimated_energy_joules=usage.estimated_energy_joules * share,
+        idle_energy_joules=usage.idle_energy_joules * share,
+        idle_cost=usage.idle_cost * share,
+        cost=usage.cost * share,
+        carbon_grams=usage.carbon_grams * share,
+    )

@@ -110,3 +110,37 @@ def test_a_counter_reset_falls_back_to_power_and_is_marked_estimated() -> None:
     applied = feed(gpu, [sample(0, joules=5000.0), sample(10, joules=20.0)])
     (interval,) = applied.intervals
     assert interval.energy_joules == 1000.0 and interval.energy_estimated
+
+
+def test_buffered_readings_share_one_holders_object_until_the_holders_change() -> None:
+    gpu = new_gpu()
+    for t in (0, 10, 20):
+        gpu.buffer(sample(t, holders=(POD_A,)))
+    gpu.buffer(sample(30, holders=(POD_B,)))
+    applied = gpu.apply_ready(RULES, flush=True)
+    holders = [r.holders for r in applied.samples]
+    assert holders[0] is holders[1] is holders[2] and holders[3] is not holders[0]
+    assert [h.key for h in holders] == [POD_A.key] * 3 + [POD_B.key]
+    assert applied.intervals[0].shares is applied.intervals[1].shares
+
+
+def test_a_reading_round_trips_through_the_cursor_sample() -> None:
+    gpu = new_gpu()
+    original = sample(0, 0.5, holders=(POD_A, POD_B))
+    reading = gpu.reading(original)
+    again = gpu.reading(reading.to_sample(INFO.uuid))
+    assert again == reading
+    assert (
+        again.holders.shares == reading.holders.shares == {ref: 0.5 for ref in reading.holders.refs}
+    )
+
+
+def test_a_reading_is_reclassified_once_the_gpu_turns_out_to_report_dram() -> None:
+    """Without DRAM readings idle is decided on SM alone; once one arrives, a low-SM reading
+    with no DRAM value cannot say, even for the interval it starts after it was applied."""
+    gpu = new_gpu()
+    no_dram = GpuSample(timestamp=T0, gpu_uuid=INFO.uuid, sm_activity=0.0, energy_joules=0.0)
+    feed(gpu, [no_dram])
+    assert gpu.episode_start == T0  # idle on SM alone
+    (interval,) = feed(gpu, [sample(10)]).intervals
+    assert interval.activity is Activity.UNKNOWN

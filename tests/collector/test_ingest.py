@@ -16,6 +16,8 @@ from collector.api import IngestError, RejectReason
 from collector.config import IngestSettings
 from collector.ingest import (
     MAX_REJECTIONS,
+    _batch_ok,
+    _batch_problems,
     decode_batch,
     decompress,
     parse_batch,
@@ -246,3 +248,50 @@ def test_any_json_value_in_any_field_never_raises_anything_but_ingest_error(
         assert err.field is None or err.field.startswith("$")
     else:
         validate_batch(batch, NOW, TOLERANCE)
+
+
+NUMBER_FIELDS = sorted(
+    name
+    for name, kind in zip(
+        GpuSample.__struct_fields__, msgspec.structs.fields(GpuSample), strict=True
+    )
+    if "float" in str(kind.type) or "int" in str(kind.type)
+)
+odd_numbers = st.sampled_from(
+    [-1.0, -0.0, 0.0, 0.5, 1.0, 1.5, 2**40, math.inf, -math.inf, math.nan]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from(NUMBER_FIELDS), odd_numbers, max_size=3),
+       st.sampled_from([None, -1.0, 0.5, 2.0, math.nan]), st.sampled_from([-1, 0, 7]))  # fmt: skip
+def test_the_fast_check_and_the_detailed_walk_agree(
+    fields: dict[str, float], share: float | None, pid: int
+) -> None:
+    """validate_batch answers a clean batch from a fast pass and walks the fields only when
+    that pass fails: the walk must find a problem exactly when the fast pass does."""
+    if "timestamp" in fields:
+        fields["at"] = NOW + fields.pop("timestamp")
+    batch = make_batch(gpus=2, processes=(ProcessSample(pid=pid, sm_share=share),), **fields)
+    fast_ok = _batch_ok(batch, NOW, TOLERANCE)
+    assert fast_ok == (list(_batch_problems(batch, NOW, TOLERANCE)) == [])
+    assert fast_ok == (validate_batch(batch, NOW, TOLERANCE) == [])
+
+
+def test_a_foreign_schema_version_in_a_well_formed_body_is_named() -> None:
+    raw = msgspec.json.decode(encode_batch(make_batch(gpus=1)))
+    raw["schema_version"] = SCHEMA_VERSION + 1
+    with pytest.raises(IngestError) as caught:
+        parse_batch(msgspec.json.encode(raw))
+    assert (caught.value.field, caught.value.reason) == (
+        "$.schema_version",
+        RejectReason.SCHEMA_VERSION,
+    )
+
+
+def test_a_missing_schema_version_is_a_field_error_naming_it() -> None:
+    raw = msgspec.json.decode(encode_batch(make_batch(gpus=1)))
+    del raw["schema_version"]
+    with pytest.raises(IngestError) as caught:
+        parse_batch(msgspec.json.encode(raw))
+    assert caught.value.status == 422 and "schema_version" in caught.value.message

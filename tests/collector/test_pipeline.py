@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from collector.accounting import Accountant
 from collector.carbon import IntensityTable
 from collector.config import CarbonSettings, CollectorSettings
 from collector.cost import PriceBook
-from collector.ledger import Ledger
+from collector.ledger import Ledger, LedgerWrite
 from collector.pipeline import Pipeline
 
 T0 = 1_767_225_600.0  # an hour boundary
@@ -133,3 +134,54 @@ def test_an_episode_closed_while_a_report_is_built_counts_once(pipeline: Pipelin
     models = pipeline.accountant.workload_models()
     (report,) = reports.workload_reports(pipeline.ledger, T0, T0 + 700, [still_open], models, "")
     assert (report.idle_episodes, report.longest_idle_seconds) == (1, 600)
+
+
+INFO_2 = GpuInfo(uuid="GPU-q", index=1, name="NVIDIA H100 80GB HBM3")
+
+
+def two_gpu_batch(seq: int, times_p: range, times_q: range) -> Batch:
+    samples = [sample(t, 0.5) for t in times_p] + [
+        msgspec.structs.replace(sample(t, 0.5), gpu_uuid=INFO_2.uuid) for t in times_q
+    ]
+    return Batch(schema_version=SCHEMA_VERSION, node="n", agent_boot_id="boot-1", seq=seq,
+                 sent_at=T0, gpus=(INFO, INFO_2), samples=tuple(samples))  # fmt: skip
+
+
+def body_seq(body: bytes) -> int:
+    return msgspec.json.decode(body, type=Batch).seq
+
+
+def test_a_batch_stays_pending_until_every_gpu_in_it_has_applied_its_samples(
+    pipeline: Pipeline,
+) -> None:
+    ingest(pipeline, two_gpu_batch(1, range(0, 50, 10), range(0, 50, 10)))
+    ingest(pipeline, two_gpu_batch(2, range(50, 100, 10), range(50, 60, 10)))  # q: only 50
+    pipeline.tick()  # p: newest 90 -> 0..60 applied; q: newest 50 -> 0..20 applied
+    assert [body_seq(body) for _, body in pipeline.ledger.pending_batches()] == [1, 2]
+    ingest(pipeline, two_gpu_batch(3, range(100, 110, 10), range(100, 110, 10)))
+    pipeline.tick()  # p: up to 70; q: up to 50 -> batch 1 done; batch 2 waits for p's 90
+    assert [body_seq(body) for _, body in pipeline.ledger.pending_batches()] == [2, 3]
+    pipeline.tick(flush=True)
+    assert pipeline.ledger.pending_batches() == []
+    assert energy(pipeline) == 2 * WATTS * 100
+
+
+def test_a_cursor_holding_a_full_sample_from_an_older_version_restores(tmp_path: Path) -> None:
+    """Cursors used to store the whole last GpuSample; they now store only the fields the
+    next interval needs, in the same format, so either kind restores."""
+    db = tmp_path / "ledger.db"
+    first = open_pipeline(db, T0 + 3600)
+    ingest(first, batch(1, range(0, 60, 10)))
+    first.tick(flush=True)
+    full = msgspec.structs.replace(
+        sample(50, 0.5), temperature_celsius=61.0, sm_clock_hertz=1.9e9, xid_errors=(79,)
+    )
+    cursor = first.ledger.cursors()[INFO.uuid]
+    old = dataclasses.replace(cursor, last_sample=msgspec.json.encode(full))
+    first.ledger.commit(LedgerWrite(cursors={INFO.uuid: old}))
+    first.ledger.close()
+    second = open_pipeline(db, T0 + 3600)
+    ingest(second, batch(2, range(60, 120, 10)))
+    second.tick(flush=True)
+    assert energy(second) == WATTS * 110
+    second.ledger.close()

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from collector.records import Activity, Interval, Usage, WorkloadRef
-from collector.usage import account_interval
+from collector.usage import IntervalSums, account_interval, workload_part
 
 A = WorkloadRef("pod:ml/a", "kubernetes_pod", "a", "ml")
 B = WorkloadRef("pod:ml/b", "kubernetes_pod", "b", "ml")
@@ -70,3 +70,48 @@ def test_invariants(
         for name in ("energy_joules", "idle_seconds", "cost", "carbon_grams"):
             parts = math.fsum(getattr(u, name) for u in per.values())
             assert parts == pytest.approx(getattr(gpu, name), rel=1e-9, abs=1e-9), name
+
+
+def test_usage_add_adds_every_field() -> None:
+    names = Usage.__slots__
+    one = Usage(**{name: float(i + 1) for i, name in enumerate(names)})
+    total = Usage(**{name: 100.0 * (i + 1) for i, name in enumerate(names)})
+    total.add(one)
+    assert [getattr(total, n) for n in names] == [101.0 * (i + 1) for i in range(len(names))]
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(list(Activity)),
+            st.floats(0.0, 60.0),
+            st.floats(0.0, 1e5),
+            st.booleans(),
+        ),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_summing_a_run_of_intervals_equals_accounting_each(
+    run: list[tuple[Activity, float, float, bool]],
+) -> None:
+    """The accountant sums a run of intervals (same hour, same holders) before it builds
+    Usage; that must equal accounting the intervals one by one."""
+    shares = {A: 0.25, B: 0.75}
+    sums, start = IntervalSums(), 0.0
+    one_by_one = Usage()
+    parts = {A: Usage(), B: Usage()}
+    for activity, seconds, joules, estimated in run:
+        iv = Interval("G", "n", "H100", start, start + seconds, activity, joules, estimated, shares)
+        start += seconds
+        sums.add(iv, 1.2, 300.0)
+        gpu, per = account_interval(iv, 4.0, 1.2, 300.0)
+        one_by_one.add(gpu)
+        for ref, part in per.items():
+            parts[ref].add(part)
+    summed = sums.usage(4.0, allocated=True)
+    for name in Usage.__slots__:
+        assert getattr(summed, name) == pytest.approx(getattr(one_by_one, name), rel=1e-12)
+        for ref, share in shares.items():
+            expected = getattr(parts[ref], name)
+            assert getattr(workload_part(summed, share), name) == pytest.approx(expected, rel=1e-12)
