@@ -12,12 +12,7 @@ import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.exposition import choose_encoder
-from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import Route
 
 from collector.influx_settings import InfluxSettings
 from collector.ledger import Ledger, LedgerWrite
@@ -100,18 +95,6 @@ class InfluxSinkMetrics:
         )
         queued.add_metric([], c.queued)
         return [enqueued, written, dropped, failures, queued]
-
-
-def metrics_route(sink: InfluxSink, path: str = "/metrics/influx") -> Route:
-    """``GET /metrics/influx``: the sink's counters in the Prometheus text format."""
-    registry = CollectorRegistry(auto_describe=True)
-    registry.register(InfluxSinkMetrics(sink))
-
-    async def metrics(request: Request) -> Response:
-        encoder, content_type = choose_encoder(request.headers.get("accept", ""))
-        return Response(encoder(registry), headers={"Content-Type": content_type})
-
-    return Route(path, metrics, methods=["GET"])
 
 
 def build_influx_sink(settings: InfluxSettings, ledger: Ledger, currency: str) -> InfluxSink:

@@ -147,7 +147,8 @@ def build_collector(
         extra_routes=[*console_routes(console, settings, tokens, clock),
                       *(alerting.routes if alerting is not None else [])],
         collectors=[RatesExporter(LiveRates(pipeline.fleet, accountant), clock),
-                    *([InfluxSinkMetrics(influx)] if influx is not None else [])],
+                    *([InfluxSinkMetrics(influx)] if influx is not None else []),
+                    *([alerting.exporter] if alerting is not None and alerting.exporter else [])],
     )  # fmt: skip
     if influx is not None:
         influx.start()

@@ -11,12 +11,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
 import httpx
-from prometheus_client import CollectorRegistry
-from prometheus_client.exposition import choose_encoder
-from starlette.concurrency import run_in_threadpool
-from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute
 
 from collector.actions import ActionEngine, Executors
 from collector.actions_executors import Executor, SlurmExecutor, WebhookExecutor
@@ -92,26 +87,12 @@ def build_alerting(
         exporter = NotifyExporter(
             notifier.stats, {c.name: c.kind for c in channels}, notifier.outbox.pending_by_channel
         )
-        routes.append(metrics_route(exporter))
     engine = None
     if settings.actions.any_enabled():
         announce = notifier.announce if notifier is not None else None
         executors = build_executors(settings.actions, transport)
         engine = ActionEngine(settings.actions, ActionLog(ledger), executors, announce)
     return Alerting(notifier, engine, routes, exporter)
-
-
-def metrics_route(exporter: NotifyExporter, path: str = "/metrics/notify") -> Route:
-    """``GET /metrics/notify``: messages by outcome, broken channels, outbox depth."""
-    registry = CollectorRegistry(auto_describe=True)
-    registry.register(exporter)
-
-    async def metrics(request: Request) -> Response:
-        encoder, content_type = choose_encoder(request.headers.get("accept", ""))
-        body = await run_in_threadpool(encoder, registry)
-        return Response(body, headers={"Content-Type": content_type})
-
-    return Route(path, metrics, methods=["GET"])
 
 
 def build_executors(settings: ActionSettings, transport: httpx.BaseTransport) -> Executors:

@@ -116,7 +116,7 @@ def test_the_route_needs_a_token_and_refuses_bad_payloads(tmp_path: Path) -> Non
         card = chat.accepted[0].json["card"]
         assert card["header"]["title"]["content"] == "【告警】8 GPUs idle on gpu-node-01"
         assert card["header"]["template"] == "red"
-        metrics = httpx.get(f"{url}/metrics/notify").text
+        metrics = httpx.get(f"{url}/metrics").text
         assert (
             'gpufleet_notify_messages_total{channel="oncall-cn",kind="feishu",outcome="ok"} 1.0'
             in (metrics)
