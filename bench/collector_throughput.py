@@ -193,7 +193,6 @@ def collector_row(r: SizeResult) -> dict[str, object]:
     traced = "-" if t.traced_bytes is None else f"{t.traced_bytes / r.gpus / 1000:.1f}"
     return {
         "GPUs": r.gpus,
-        "ledger": r.synchronous,
         "GPU-samples": t.samples,
         "batches": t.batches,
         "CPU s": round(t.cpu_seconds, 2),
@@ -204,6 +203,7 @@ def collector_row(r: SizeResult) -> dict[str, object]:
         "KB/GPU traced": traced,
         "KB/GPU RSS": f"{t.rss_growth_bytes / r.gpus / 1000:.1f}",
         "CPU by stage": " ".join(f"{k} {t.stages.get(k, 0.0) / t.cpu_seconds:.0%}" for k in STAGES),
+        "ledger synchronous": r.synchronous,
     }
 
 
