@@ -79,16 +79,6 @@ class LedgerSettings:
     url: str = "gpufleet.db"
     #: keep hourly rollups this long; raw pending batches are removed once applied
     retention_days: int = 400
-    #: SQLite durability: FULL (default) fsyncs every commit, so an acknowledged batch
-    #: survives a power loss; NORMAL (WAL) survives kill -9 but a power loss may drop the
-    #: last commits, for about half the ingest CPU (bench/README.md)
-    synchronous: str = "FULL"
-
-    def __post_init__(self) -> None:
-        if self.synchronous not in ("FULL", "NORMAL"):
-            raise ConfigError(
-                f"ledger.synchronous: must be FULL or NORMAL, got {self.synchronous!r}"
-            )
 
 
 @dataclass(frozen=True)
