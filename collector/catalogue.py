@@ -219,6 +219,53 @@ EXPORT_ERRORS = MetricSpec(
 )
 
 #: families built from the price book and carbon settings in force now (RatesExporter)
+NOTIFY_MESSAGES = MetricSpec(
+    "gpufleet_notify_messages_total",
+    "counter",
+    "",
+    ("channel", "kind", "outcome"),
+    "Chat/webhook send attempts by outcome (ok, retry, rate_limited, permanent).",
+)
+NOTIFY_CHANNEL_BROKEN = MetricSpec(
+    "gpufleet_notify_channel_broken",
+    "gauge",
+    "",
+    ("channel", "kind"),
+    "1 when the channel's service refused it permanently (bad URL, token, signature).",
+)
+NOTIFY_OUTBOX_PENDING = MetricSpec(
+    "gpufleet_notify_outbox_pending",
+    "gauge",
+    "",
+    ("channel",),
+    "Notifications stored in the ledger's outbox and not yet delivered.",
+)
+NOTIFY: tuple[MetricSpec, ...] = (NOTIFY_MESSAGES, NOTIFY_CHANNEL_BROKEN, NOTIFY_OUTBOX_PENDING)
+
+INFLUX_ENQUEUED = MetricSpec(
+    "gpufleet_influx_points_enqueued_total", "counter", "", (),
+    "Points queued for InfluxDB since the collector started.",
+)  # fmt: skip
+INFLUX_WRITTEN = MetricSpec(
+    "gpufleet_influx_points_written_total", "counter", "", (),
+    "Points InfluxDB accepted since the collector started.",
+)  # fmt: skip
+INFLUX_DROPPED = MetricSpec(
+    "gpufleet_influx_points_dropped_total", "counter", "", ("reason",),
+    "Points given up: overflow (queue full), rejected (by the server), shutdown, unreadable.",
+)  # fmt: skip
+INFLUX_WRITE_FAILURES = MetricSpec(
+    "gpufleet_influx_write_failures_total", "counter", "", (),
+    "Write requests to InfluxDB that failed (retried with backoff).",
+)  # fmt: skip
+INFLUX_QUEUE = MetricSpec(
+    "gpufleet_influx_queue_points", "gauge", "", (),
+    "Points waiting for InfluxDB, including those in flight.",
+)  # fmt: skip
+INFLUX: tuple[MetricSpec, ...] = (
+    INFLUX_ENQUEUED, INFLUX_WRITTEN, INFLUX_DROPPED, INFLUX_WRITE_FAILURES, INFLUX_QUEUE,
+)  # fmt: skip
+
 RATES: tuple[MetricSpec, ...] = (FLEET_IDLE_COST, CARBON_PUE, CARBON_INTENSITY)
 
 CATALOGUE: tuple[MetricSpec, ...] = (
@@ -248,4 +295,6 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     LAG,
     LEDGER_UP,
     EXPORT_ERRORS,
+    *NOTIFY,
+    *INFLUX,
 )

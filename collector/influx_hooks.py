@@ -12,8 +12,17 @@ import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import Metric
 
+from collector.catalogue import (
+    INFLUX,
+    INFLUX_DROPPED,
+    INFLUX_ENQUEUED,
+    INFLUX_QUEUE,
+    INFLUX_WRITE_FAILURES,
+    INFLUX_WRITTEN,
+)
+from collector.exporter import family, filled
 from collector.influx_settings import InfluxSettings
 from collector.ledger import Ledger, LedgerWrite
 from gpufleet.settings import ConfigError, read_secret
@@ -68,33 +77,22 @@ class InfluxSinkMetrics:
     def __init__(self, sink: InfluxSink) -> None:
         self._sink = sink
 
+    def describe(self) -> Iterable[Metric]:
+        return [family(spec) for spec in INFLUX]
+
     def collect(self) -> Iterable[Metric]:
         c = self._sink.counters()
-        enqueued = CounterMetricFamily(
-            "gpufleet_influx_points_enqueued", "Points queued for InfluxDB since start"
-        )
-        enqueued.add_metric([], c.enqueued)
-        written = CounterMetricFamily(
-            "gpufleet_influx_points_written", "Points InfluxDB accepted since start"
-        )
-        written.add_metric([], c.written)
-        dropped = CounterMetricFamily(
-            "gpufleet_influx_points_dropped",
-            "Points given up: overflow (queue full), rejected (by the server), shutdown, "
-            "unreadable",
-            labels=["reason"],
-        )
-        for reason in sorted({"overflow", "rejected", *c.dropped}):
-            dropped.add_metric([reason], c.dropped.get(reason, 0))
-        failures = CounterMetricFamily(
-            "gpufleet_influx_write_failures", "Write requests to InfluxDB that failed"
-        )
-        failures.add_metric([], c.write_failures)
-        queued = GaugeMetricFamily(
-            "gpufleet_influx_queue_points", "Points waiting for InfluxDB (including in flight)"
-        )
-        queued.add_metric([], c.queued)
-        return [enqueued, written, dropped, failures, queued]
+        dropped: dict[tuple[str, ...], float] = {
+            (reason,): float(c.dropped.get(reason, 0))
+            for reason in {"overflow", "rejected", *c.dropped}
+        }
+        return [
+            filled(INFLUX_ENQUEUED, {(): c.enqueued}),
+            filled(INFLUX_WRITTEN, {(): c.written}),
+            filled(INFLUX_DROPPED, dropped),
+            filled(INFLUX_WRITE_FAILURES, {(): c.write_failures}),
+            filled(INFLUX_QUEUE, {(): c.queued}),
+        ]
 
 
 def build_influx_sink(settings: InfluxSettings, ledger: Ledger, currency: str) -> InfluxSink:

@@ -12,6 +12,14 @@ from collections.abc import Callable, Iterator, Mapping
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from collector.catalogue import (
+    NOTIFY,
+    NOTIFY_CHANNEL_BROKEN,
+    NOTIFY_MESSAGES,
+    NOTIFY_OUTBOX_PENDING,
+)
+from collector.exporter import family
+
 
 class NotifyStats:
     def __init__(self) -> None:
@@ -51,29 +59,20 @@ class NotifyExporter(Collector):
         self.channels = dict(channels)  # name -> kind
         self.pending = pending
 
+    def describe(self) -> list[CounterMetricFamily | GaugeMetricFamily]:
+        return [family(spec) for spec in NOTIFY]
+
     def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
-        messages = CounterMetricFamily(
-            "gpufleet_notify_messages",
-            "Chat/webhook send attempts by outcome (ok, retry, rate_limited, permanent)",
-            labels=["channel", "kind", "outcome"],
-        )
+        messages = family(NOTIFY_MESSAGES)
         for (channel, kind, outcome), value in sorted(self.stats.messages().items()):
             messages.add_metric([channel, kind, outcome], value)
         yield messages
-        broken = GaugeMetricFamily(
-            "gpufleet_notify_channel_broken",
-            "1 when the channel's service refused it permanently (bad URL, token, signature)",
-            labels=["channel", "kind"],
-        )
+        broken = family(NOTIFY_CHANNEL_BROKEN)
         down = self.stats.broken()
         for name, kind in sorted(self.channels.items()):
             broken.add_metric([name, kind], 1.0 if name in down else 0.0)
         yield broken
-        pending = GaugeMetricFamily(
-            "gpufleet_notify_outbox_pending",
-            "Notifications stored and not yet delivered",
-            labels=["channel"],
-        )
+        pending = family(NOTIFY_OUTBOX_PENDING)
         counts = self.pending()
         for name in sorted(self.channels):
             pending.add_metric([name], float(counts.get(name, 0)))

@@ -14,9 +14,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from collector.api import EnergyTotal, FleetRates, FleetTotals, IngestCounters, WasteTotal
 from collector.app import create_app
-from collector.catalogue import CATALOGUE
+from collector.catalogue import CATALOGUE, INFLUX, NOTIFY
 from collector.config import CollectorSettings, ServerSettings
 from collector.exporter import FleetExporter, RatesExporter
+from collector.influx import SinkCounters
+from collector.influx_hooks import InfluxSinkMetrics
+from collector.notify.stats import NotifyExporter, NotifyStats
 from collector.records import (
     GpuState,
     GpuView,
@@ -212,7 +215,40 @@ def test_every_emitted_family_is_in_the_catalogue_with_its_labels_and_type() -> 
         assert (metric.type, metric.documentation) == (spec.type, spec.help)
         for sample in metric.samples:
             assert set(sample.labels) == set(spec.labels), name
-    assert emitted == set(specs)  # a family with nothing to say still has its HELP
+    # a family with nothing to say still has its HELP; the notifier and InfluxDB sink
+    # families come from their own collectors (tested below)
+    assert emitted == set(specs) - {spec.name for spec in (*NOTIFY, *INFLUX)}
+
+
+class _FixedSink:
+    def counters(self) -> SinkCounters:
+        return SinkCounters(enqueued=10, written=6, dropped={"overflow": 3}, queued=1,
+                            write_failures=2)  # fmt: skip
+
+
+def test_notifier_and_influx_families_are_the_catalogue_rows() -> None:
+    stats = NotifyStats()
+    stats.count("ops", "feishu", "ok")
+    stats.mark_broken("ops", "feishu", "bad signature")
+    registry = CollectorRegistry()
+    registry.register(NotifyExporter(stats, {"ops": "feishu"}, lambda: {"ops": 2}))
+    registry.register(InfluxSinkMetrics(_FixedSink()))  # type: ignore[arg-type]
+    specs = {spec.name: spec for spec in (*NOTIFY, *INFLUX)}
+    values = {}
+    for metric in text_string_to_metric_families(generate_latest(registry).decode()):
+        name = metric.name + ("_total" if metric.type == "counter" else "")
+        spec = specs.pop(name)
+        assert (metric.type, metric.documentation) == (spec.type, spec.help)
+        for sample in metric.samples:
+            if not sample.name.endswith("_created"):
+                assert set(sample.labels) == set(spec.labels), name
+                values[(sample.name, tuple(sorted(sample.labels.values())))] = sample.value
+    assert specs == {}
+    assert values[("gpufleet_notify_channel_broken", ("feishu", "ops"))] == 1
+    assert values[("gpufleet_notify_outbox_pending", ("ops",))] == 2
+    assert values[("gpufleet_influx_points_dropped_total", ("overflow",))] == 3
+    assert values[("gpufleet_influx_points_dropped_total", ("rejected",))] == 0
+    assert values[("gpufleet_influx_points_written_total", ())] == 6
 
 
 def test_catalogue_names_follow_the_prometheus_conventions() -> None:
