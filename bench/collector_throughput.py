@@ -97,17 +97,20 @@ def run_collector(
 ) -> Timed:
     """Feed every batch through the real pipeline second by second; CPU charged per stage."""
     from collector.config import CollectorSettings, LedgerSettings
+    from collector.ledger import Ledger
     from gpufleet.collector_main import build_collector
 
     clock = SimClock(start_unix)
-    ledger = LedgerSettings(url=str(work_dir / "ledger.db"), synchronous=synchronous)
-    settings = CollectorSettings(ledger=ledger)
+    settings = CollectorSettings(ledger=LedgerSettings(url=str(work_dir / "ledger.db")))
     gc.collect()
     rss_before, _ = memory_bytes_of()
     if trace_memory:
         tracemalloc.start()
     collector = build_collector(settings, clock=clock, tokens=frozenset({"bench"}))
     pipeline, timed = collector.pipeline, Timed()
+    if synchronous != "FULL":  # not a collector setting: the pipeline gets its own ledger
+        collector.ledger.close()
+        pipeline.ledger = Ledger.open(settings.ledger.url, synchronous=synchronous)
     for second, batches in enumerate(arrivals):
         clock.now = start_unix + second + 1.0
         for body, samples in batches:
@@ -124,7 +127,7 @@ def run_collector(
     # the scheduler evaluates once per evaluation interval (60 s); the first ran on an
     # empty fleet, so charge one over the whole fleet as well
     timed.charge("evaluate", partial(pipeline.evaluate, clock.now))
-    collector.ledger.close()
+    pipeline.ledger.close()
     return timed
 
 

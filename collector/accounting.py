@@ -91,15 +91,21 @@ class Accountant:
         region = self.region_of(gpu.node, node_labels)
         price = self.prices.price_per_gpu_hour(gpu.model, gpu.node)
         pue = self.carbon.pue
+        hourly = self.feed is not None and region == self.carbon.region  # else constant
         run: _Run | None = None
         for interval in applied.intervals:
-            hour = math.floor(interval.start / HOUR_SECONDS) * HOUR_SECONDS
+            start = interval.start
+            hour = math.floor(start / HOUR_SECONDS) * HOUR_SECONDS
             if run is None or hour != run.hour or interval.shares is not run.shares:
                 if run is not None:
                     self._close(run, gpu, price, write)
                 run = _Run(hour, interval.shares, write)
-            run.sums.add(interval, pue, self.intensity_at(region, interval.start))
-            run.end = max(run.end, interval.end)
+                intensity = self.intensity_at(region, start)
+            elif hourly:
+                intensity = self.intensity_at(region, start)
+            run.sums.add(interval, pue, intensity)
+            if interval.end > run.end:
+                run.end = interval.end
             for stats in run.stats:  # right-sizing: memory and SM activity per GPU held
                 stats.observe(interval.seconds, interval.memory_used_bytes, interval.sm_activity)
         if run is not None:

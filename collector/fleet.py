@@ -183,6 +183,8 @@ class TrackedGpu:
             ready = len(queue)
         else:
             horizon = self.newest.timestamp - rules.reorder_window_seconds
+            if queue[0].timestamp > horizon:  # the usual tick: nothing is due yet
+                return out
             ready = bisect.bisect_right(queue, horizon, key=_timestamp)
         for reading in queue[:ready]:
             if self.last is not None and reading.timestamp <= self.last.timestamp:
@@ -217,19 +219,11 @@ class TrackedGpu:
 
     def _interval(self, prev: Reading, cur: Reading, gap_ok: bool, threshold: float) -> Interval:
         joules, estimated = interval_energy(prev, cur)
-        return Interval(
-            gpu_uuid=self.info.uuid,
-            node=self.node,
-            model=self.model,
-            start=prev.timestamp,
-            end=cur.timestamp,
-            activity=self._last_classified(prev, threshold) if gap_ok else Activity.UNKNOWN,
-            energy_joules=joules,
-            energy_estimated=estimated,
-            shares=prev.holders.shares,
-            memory_used_bytes=prev.memory_used_bytes,
-            sm_activity=prev.sm_activity,
-        )
+        activity = self._last_classified(prev, threshold) if gap_ok else Activity.UNKNOWN
+        return Interval(  # positional: this runs once per sample
+            self.info.uuid, self.node, self.model, prev.timestamp, cur.timestamp, activity,
+            joules, estimated, prev.holders.shares, prev.memory_used_bytes, prev.sm_activity,
+        )  # fmt: skip
 
     def _last_classified(self, last: Reading, threshold: float) -> Activity:
         """The activity of ``last``, as classified when it was applied unless a reading

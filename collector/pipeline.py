@@ -143,7 +143,8 @@ class Pipeline:
                 if not gpu.buffered:
                     continue
                 result = gpu.apply_ready(self.rules, flush=flush)
-                self.stats.count_late(result.late)
+                if result.late:
+                    self.stats.count_late(result.late)
                 if result.samples or result.late:
                     self._release(gpu)
                 if not result.samples:
