@@ -12,43 +12,27 @@ so it cannot touch another node's state.
 from __future__ import annotations
 
 import math
-import operator
 import re
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from math import isfinite
 
 import msgspec
 
 from agent.model import SCHEMA_VERSION, Batch, GpuInfo, GpuSample, ProcessSample
 from collector.api import IngestError, RejectReason
 from collector.config import IngestSettings
+from collector.ingest_screen import (
+    FINITE_FIELDS,
+    GPU_COUNT_FIELDS,
+    NON_NEGATIVE_FIELDS,
+    RATIO_FIELDS,
+    batch_is_clean,
+)
 
 #: validation stops collecting problems after this many (the batch is refused anyway)
 MAX_REJECTIONS = 20
 
-_RATIO_FIELDS = ("sm_activity", "sm_occupancy", "tensor_activity", "dram_activity")
-_NON_NEGATIVE_FIELDS = (
-    "power_watts",
-    "energy_joules",
-    "sm_clock_hertz",
-    "memory_clock_hertz",
-    "memory_used_bytes",
-    "memory_total_bytes",
-    "memory_reserved_bytes",
-    "throttle_reasons",
-    "ecc_corrected_total",
-    "ecc_uncorrected_total",
-    "remapped_rows_correctable",
-    "remapped_rows_uncorrectable",
-)
-_FINITE_FIELDS = ("temperature_celsius", "memory_temperature_celsius")
-_GPU_COUNT_FIELDS = ("power_limit_watts", "memory_total_bytes", "index")
-_RATIOS = operator.attrgetter(*_RATIO_FIELDS)
-_NON_NEGATIVES = operator.attrgetter(*_NON_NEGATIVE_FIELDS)
-_FINITES = operator.attrgetter(*_FINITE_FIELDS)
-_GPU_COUNTS = operator.attrgetter(*_GPU_COUNT_FIELDS)
 _PATH = re.compile(r" - at `(\$[^`]*)`")
 
 
@@ -172,7 +156,7 @@ def validate_batch(batch: Batch, now: float, settings: IngestSettings) -> list[R
     non-negative power, energy, clocks and counters; activities in [0, 1]; timestamps
     within the configured tolerances; every sample's GPU listed in ``batch.gpus``.
     """
-    if _batch_ok(batch, now, settings):
+    if batch_is_clean(batch, now, settings):
         return []
     problems: list[Rejection] = []
     for problem in _batch_problems(batch, now, settings):
@@ -187,75 +171,6 @@ def rejection_error(problems: list[Rejection]) -> IngestError:
     first = problems[0]
     more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
     return IngestError(422, first.message + more, first.field, first.reason)
-
-
-def _batch_ok(batch: Batch, now: float, settings: IngestSettings) -> bool:
-    """The fast path: True when ``_batch_problems`` would find nothing.
-
-    The same rules in one tight pass with no messages; only a batch that fails here pays
-    for the detailed walk that names each field.
-    """
-    if not (
-        batch.schema_version == SCHEMA_VERSION
-        and batch.node
-        and batch.agent_boot_id
-        and batch.seq >= 0
-        and isfinite(batch.sent_at)
-    ):
-        return False
-    known: set[str] = set()
-    for info in batch.gpus:
-        if not info.uuid or info.uuid in known or not _all_non_negative(_GPU_COUNTS(info)):
-            return False
-        known.add(info.uuid)
-    oldest = now - settings.past_tolerance_seconds
-    newest = now + settings.future_tolerance_seconds
-    for sample in batch.samples:
-        ts = sample.timestamp
-        if (
-            sample.gpu_uuid not in known
-            or not isfinite(ts)
-            or not oldest <= ts <= newest
-            or not _all_ratios(_RATIOS(sample))
-            or not _all_non_negative(_NON_NEGATIVES(sample))
-            or not _all_finite(_FINITES(sample))
-            or (sample.processes and not _processes_ok(sample.processes))
-        ):
-            return False
-    return True
-
-
-def _all_ratios(values: tuple[float | None, ...]) -> bool:
-    for v in values:  # noqa: SIM110 - a loop, not all(<generator>): this is the hot path
-        if v is not None and not 0.0 <= v <= 1.0:  # NaN fails both comparisons
-            return False
-    return True
-
-
-def _all_non_negative(values: tuple[float | None, ...]) -> bool:
-    for v in values:  # noqa: SIM110 - a loop, not all(<generator>): this is the hot path
-        if v is not None and not 0 <= v < math.inf:  # NaN fails both comparisons
-            return False
-    return True
-
-
-def _all_finite(values: tuple[float | None, ...]) -> bool:
-    for v in values:  # noqa: SIM110 - a loop, not all(<generator>): this is the hot path
-        if v is not None and not isfinite(v):
-            return False
-    return True
-
-
-def _processes_ok(processes: tuple[ProcessSample, ...]) -> bool:
-    for p in processes:
-        memory, share = p.used_memory_bytes, p.sm_share
-        if (
-            not 0 <= p.pid < math.inf
-            or (memory is not None and not 0 <= memory < math.inf)
-            or (share is not None and not 0.0 <= share <= 1.0)
-        ):
-            return False
-    return True
 
 
 def _batch_problems(batch: Batch, now: float, settings: IngestSettings) -> Iterator[Rejection]:
@@ -282,7 +197,7 @@ def _gpu_problems(path: str, info: GpuInfo, seen: set[str]) -> Iterator[Rejectio
         yield _invalid(f"{path}.uuid", "", None, "must not be empty")
     elif info.uuid in seen:
         yield _invalid(f"{path}.uuid", info.uuid, info.uuid, "is listed twice")
-    for name in _GPU_COUNT_FIELDS:
+    for name in GPU_COUNT_FIELDS:
         yield from _non_negative(path, name, getattr(info, name), info.uuid)
 
 
@@ -298,11 +213,11 @@ def _sample_problems(
             uuid,
         )
     yield from _timestamp_problems(path, sample, now, settings)
-    for name in _RATIO_FIELDS:
+    for name in RATIO_FIELDS:
         yield from _ratio(path, name, getattr(sample, name), uuid)
-    for name in _NON_NEGATIVE_FIELDS:
+    for name in NON_NEGATIVE_FIELDS:
         yield from _non_negative(path, name, getattr(sample, name), uuid)
-    for name in _FINITE_FIELDS:
+    for name in FINITE_FIELDS:
         value = getattr(sample, name)
         if value is not None and not math.isfinite(value):
             yield _invalid(f"{path}.{name}", value, uuid, "must be a finite number")

@@ -16,7 +16,6 @@ from collector.api import IngestError, RejectReason
 from collector.config import IngestSettings
 from collector.ingest import (
     MAX_REJECTIONS,
-    _batch_ok,
     _batch_problems,
     decode_batch,
     decompress,
@@ -24,6 +23,7 @@ from collector.ingest import (
     rejection_error,
     validate_batch,
 )
+from collector.ingest_screen import batch_is_clean
 from tests.collector.test_app_fake import NOW, make_batch
 
 LIMIT = 1 << 20
@@ -273,7 +273,7 @@ def test_the_fast_check_and_the_detailed_walk_agree(
     if "timestamp" in fields:
         fields["at"] = NOW + fields.pop("timestamp")
     batch = make_batch(gpus=2, processes=(ProcessSample(pid=pid, sm_share=share),), **fields)
-    fast_ok = _batch_ok(batch, NOW, TOLERANCE)
+    fast_ok = batch_is_clean(batch, NOW, TOLERANCE)
     assert fast_ok == (list(_batch_problems(batch, NOW, TOLERANCE)) == [])
     assert fast_ok == (validate_batch(batch, NOW, TOLERANCE) == [])
 

@@ -1,0 +1,107 @@
+"""The screen every decoded batch passes before it is acknowledged: one tight pass over
+every field rule of ``collector/ingest.py:validate_batch``, with no messages.
+
+Most batches are clean, so the detailed walk that names each bad field (with its JSON path,
+value and GPU) runs only for a batch this screen refuses. Both read the field lists below;
+tests/collector/test_ingest.py checks that they agree.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from math import isfinite
+
+from agent.model import SCHEMA_VERSION, Batch, ProcessSample
+from collector.config import IngestSettings
+
+RATIO_FIELDS = ("sm_activity", "sm_occupancy", "tensor_activity", "dram_activity")
+NON_NEGATIVE_FIELDS = (
+    "power_watts",
+    "energy_joules",
+    "sm_clock_hertz",
+    "memory_clock_hertz",
+    "memory_used_bytes",
+    "memory_total_bytes",
+    "memory_reserved_bytes",
+    "throttle_reasons",
+    "ecc_corrected_total",
+    "ecc_uncorrected_total",
+    "remapped_rows_correctable",
+    "remapped_rows_uncorrectable",
+)
+FINITE_FIELDS = ("temperature_celsius", "memory_temperature_celsius")
+GPU_COUNT_FIELDS = ("power_limit_watts", "memory_total_bytes", "index")
+_RATIOS = operator.attrgetter(*RATIO_FIELDS)
+_NON_NEGATIVES = operator.attrgetter(*NON_NEGATIVE_FIELDS)
+_FINITES = operator.attrgetter(*FINITE_FIELDS)
+_GPU_COUNTS = operator.attrgetter(*GPU_COUNT_FIELDS)
+
+
+def batch_is_clean(batch: Batch, now: float, settings: IngestSettings) -> bool:
+    """True when ``ingest.validate_batch`` would find no problem in ``batch``.
+
+    The same rules in one tight pass with no messages; only a batch that fails here pays
+    for the detailed walk that names each field.
+    """
+    if not (
+        batch.schema_version == SCHEMA_VERSION
+        and batch.node
+        and batch.agent_boot_id
+        and batch.seq >= 0
+        and isfinite(batch.sent_at)
+    ):
+        return False
+    known: set[str] = set()
+    for info in batch.gpus:
+        if not info.uuid or info.uuid in known or not _all_non_negative(_GPU_COUNTS(info)):
+            return False
+        known.add(info.uuid)
+    oldest = now - settings.past_tolerance_seconds
+    newest = now + settings.future_tolerance_seconds
+    for sample in batch.samples:
+        ts = sample.timestamp
+        if (
+            sample.gpu_uuid not in known
+            or not isfinite(ts)
+            or not oldest <= ts <= newest
+            or not _all_ratios(_RATIOS(sample))
+            or not _all_non_negative(_NON_NEGATIVES(sample))
+            or not _all_finite(_FINITES(sample))
+            or (sample.processes and not _processes_ok(sample.processes))
+        ):
+            return False
+    return True
+
+
+def _all_ratios(values: tuple[float | None, ...]) -> bool:
+    for v in values:  # noqa: SIM110 - a loop, not all(<generator>): this is the hot path
+        if v is not None and not 0.0 <= v <= 1.0:  # NaN fails both comparisons
+            return False
+    return True
+
+
+def _all_non_negative(values: tuple[float | None, ...]) -> bool:
+    for v in values:  # noqa: SIM110 - a loop, not all(<generator>): this is the hot path
+        if v is not None and not 0 <= v < math.inf:  # NaN fails both comparisons
+            return False
+    return True
+
+
+def _all_finite(values: tuple[float | None, ...]) -> bool:
+    for v in values:  # noqa: SIM110 - a loop, not all(<generator>): this is the hot path
+        if v is not None and not isfinite(v):
+            return False
+    return True
+
+
+def _processes_ok(processes: tuple[ProcessSample, ...]) -> bool:
+    for p in processes:
+        memory, share = p.used_memory_bytes, p.sm_share
+        if (
+            not 0 <= p.pid < math.inf
+            or (memory is not None and not 0 <= memory < math.inf)
+            or (share is not None and not 0.0 <= share <= 1.0)
+        ):
+            return False
+    return True
