@@ -126,12 +126,9 @@ def test_a_wedged_kubelet_costs_one_timeout_per_backoff(tmp_path: Path) -> None:
         path, SlowKubelet([pod("ml", "p", ("c", [("nvidia.com/gpu", [G0])]))])
     ) as kubelet:
         cache = PodResourcesCache(PodResourcesClient(path, timeout_seconds=0.1), 5.0, clock)
-        started = time.monotonic()
         for _ in range(20):
             assert cache.devices() == []
             clock.now += 0.5
-        elapsed = time.monotonic() - started
         cache.close()
     # 10 s of reads: tries at 0, 5 (backoff 10 next), so two timeouts, not twenty
     assert kubelet.calls == 2
-    assert elapsed < 1.5
