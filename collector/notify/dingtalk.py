@@ -23,11 +23,8 @@ from collector.notify.vendor import (
     Outcome,
     Request,
     Service,
-    Verdict,
-    classify_http,
+    interpret_errcode,
     json_body,
-    json_or_empty,
-    short,
 )
 
 MAX_BYTES = 20 * 1000  # (verify) the robot's body limit; kept like Feishu's
@@ -68,16 +65,7 @@ def build(text: Text, channel: Channel, now: float) -> Request:
 
 
 def interpret(status: int, headers: Mapping[str, str], body: bytes) -> Outcome:
-    verdict = classify_http(status, headers, frozenset({200}))
-    if verdict is not None:
-        return verdict
-    answer = json_or_empty(body)
-    code = answer.get("errcode")
-    if code == 0:
-        return Outcome(Verdict.OK)
-    if code == RATE_LIMITED_CODE:
-        return Outcome(Verdict.RATE_LIMITED, 60.0, f"errcode {code}")
-    return Outcome(Verdict.PERMANENT, None, short(f"errcode {code}: {answer.get('errmsg', '')}"))
+    return interpret_errcode(status, headers, body, RATE_LIMITED_CODE)
 
 
 def fits(text: Text, channel: Channel) -> bool:

@@ -104,3 +104,20 @@ def truncate_utf8(text: str, max_bytes: int, marker: str = "…") -> str:
         return text
     room = max_bytes - len(marker.encode())
     return data[: max(0, room)].decode("utf-8", errors="ignore") + marker
+
+
+def interpret_errcode(
+    status: int, headers: Mapping[str, str], body: bytes, rate_limited_code: int
+) -> Outcome:
+    """DingTalk and WeCom robots: HTTP 200 with ``{"errcode": 0}`` is success; their
+    "too many messages" code waits a minute; any other code is permanent."""
+    verdict = classify_http(status, headers, frozenset({200}))
+    if verdict is not None:
+        return verdict
+    answer = json_or_empty(body)
+    code = answer.get("errcode")
+    if code == 0:
+        return Outcome(Verdict.OK)
+    if code == rate_limited_code:
+        return Outcome(Verdict.RATE_LIMITED, 60.0, f"errcode {code}")
+    return Outcome(Verdict.PERMANENT, None, short(f"errcode {code}: {answer.get('errmsg', '')}"))
