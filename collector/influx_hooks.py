@@ -9,7 +9,7 @@ failure never fails the ledger call: the collector's own results do not depend o
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from prometheus_client.core import Metric
@@ -24,7 +24,7 @@ from collector.catalogue import (
 )
 from collector.exporter import family, filled
 from collector.influx_settings import InfluxSettings
-from collector.ledger import Ledger, LedgerWrite
+from collector.ledger import BatchRecord, Ledger, LedgerWrite
 from gpufleet.settings import ConfigError, read_secret
 
 if TYPE_CHECKING:  # the sink needs influxdb-client, an optional dependency
@@ -45,22 +45,17 @@ class MirroredLedger(Ledger):
         assert isinstance(ledger, MirroredLedger)
         return ledger
 
-    def record_batch(
-        self,
-        node: str,
-        boot_id: str,
-        seq: int,
-        received_at: float,
-        body: bytes,
-        sample_count: int,
-    ) -> int | None:
-        batch_id = super().record_batch(node, boot_id, seq, received_at, body, sample_count)
-        if batch_id is not None and self.sink is not None:
+    def record_batches(self, records: Sequence[BatchRecord]) -> list[int | None]:
+        batch_ids = super().record_batches(records)
+        sink = self.sink
+        for record, batch_id in zip(records, batch_ids, strict=True):
+            if batch_id is None or sink is None:
+                continue
             try:
-                self.sink.add_batch(body, sample_count)
+                sink.add_batch(record.body, record.sample_count)
             except Exception:  # the sink is optional; the ack is not
                 log.exception("influx sink: cannot queue a batch")
-        return batch_id
+        return batch_ids
 
     def commit(self, write: LedgerWrite) -> None:
         super().commit(write)

@@ -1,7 +1,7 @@
 """The collector's durable state: SQLite in WAL mode (PostgreSQL is not implemented yet).
 
-Why nothing is lost or counted twice across ``kill -9``: ``record_batch`` stores the ack
-and the raw batch in one transaction before the HTTP layer answers 2xx; ``commit`` adds
+Why nothing is lost or counted twice across ``kill -9``: ``record_batches`` stores the
+acks and the raw batches in one transaction before the HTTP layer answers 2xx; ``commit`` adds
 the rollup deltas, moves the GPUs' cursors and deletes finished batches in one
 transaction. After a restart the pipeline replays ``pending_batches()`` and skips samples
 at or before each GPU's ``cursors()[uuid].applied_until``.
@@ -29,7 +29,13 @@ from collector.ledger_records import (
     WorkloadStatsDelta,
 )
 from collector.ledger_schema import configure, migrate
-from collector.ledger_writes import ACK_RETENTION_SECONDS, apply_write, insert_batch, prune
+from collector.ledger_writes import (
+    ACK_RETENTION_SECONDS,
+    BatchRecord,
+    apply_write,
+    insert_batches,
+    prune,
+)
 from collector.records import (
     IdleEpisode,
     ModelUsage,
@@ -42,6 +48,7 @@ from collector.records import (
 
 __all__ = [
     "ACK_RETENTION_SECONDS",
+    "BatchRecord",
     "GpuCursor",
     "GpuRecord",
     "Ledger",
@@ -167,8 +174,17 @@ class Ledger:
     ) -> int | None:
         """Acknowledge a batch and keep its body pending; returns the pending batch id,
         or None when (node, boot_id, seq) was acknowledged before (a duplicate)."""
+        record = BatchRecord(node, boot_id, seq, received_at, body, sample_count)
+        return self.record_batches([record])[0]
+
+    def record_batches(self, records: Sequence[BatchRecord]) -> list[int | None]:
+        """``record_batch`` for several batches in one transaction (one fsync): the pending
+        batch id of each, in order, or None for a duplicate, including a (node, boot_id,
+        seq) repeated within ``records``. All are durable on return, or none is."""
+        if not records:
+            return []
         with self._write() as conn:
-            return insert_batch(conn, (node, boot_id, seq), received_at, body, sample_count)
+            return insert_batches(conn, records)
 
     def commit(self, write: LedgerWrite) -> None:
         """Apply one ``LedgerWrite`` atomically (see its docstring)."""

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import operator
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 
 from collector.ledger_records import LedgerWrite
 from collector.ledger_schema import USAGE_COLUMNS
@@ -33,6 +34,26 @@ _GPU_HOURLY = _upsert_usage("gpu_usage_hourly", ("hour_start", "gpu_uuid"))
 _GPU_TOTAL = _upsert_usage("gpu_usage_total", ("gpu_uuid",))
 _WORKLOAD_HOURLY = _upsert_usage("workload_usage_hourly", ("hour_start", "workload_key"))
 _WORKLOAD_TOTAL = _upsert_usage("workload_usage_total", ("workload_key",))
+
+
+class BatchRecord(NamedTuple):
+    """One batch to acknowledge: its identity, arrival time, raw body and sample count."""
+
+    node: str
+    boot_id: str
+    seq: int
+    received_at: float
+    body: bytes
+    sample_count: int
+
+
+def insert_batches(conn: sqlite3.Connection, records: Sequence[BatchRecord]) -> list[int | None]:
+    """``insert_batch`` for each record, in order: a (node, boot_id, seq) seen earlier in
+    the same call is a duplicate too."""
+    return [
+        insert_batch(conn, (r.node, r.boot_id, r.seq), r.received_at, r.body, r.sample_count)
+        for r in records
+    ]
 
 
 def insert_batch(

@@ -27,8 +27,9 @@ from collector.api import FleetTotals, HealthReport, RejectReason, WorkloadRepor
 from collector.carbon import CarbonContext
 from collector.config import CollectorSettings
 from collector.fleet import FleetRules, TrackedGpu
+from collector.group_commit import GroupCommit
 from collector.ingest_stats import IngestStats
-from collector.ledger import GpuCursor, Ledger, LedgerError, LedgerWrite
+from collector.ledger import BatchRecord, GpuCursor, Ledger, LedgerError, LedgerWrite
 from collector.recommend import RecommendPolicy, evaluate, reconcile
 from collector.records import GpuView, Recommendation, RecommendationStatus
 
@@ -57,6 +58,10 @@ class Pipeline:
             reorder_window_seconds=settings.ingest.reorder_window_seconds,
         )
         self._lock = threading.RLock()
+        #: shares one ledger transaction among concurrent ``ingest`` calls
+        self._recorder: GroupCommit[BatchRecord, int | None] = GroupCommit(
+            lambda records: self.ledger.record_batches(records)  # the ledger may be swapped
+        )
         self._gpus: dict[str, TrackedGpu] = {}
         self._node_labels: dict[str, dict[str, str]] = {}
         #: pending batch id -> how many of its GPUs still have samples to apply
@@ -72,31 +77,28 @@ class Pipeline:
     # -- ingest ---------------------------------------------------------------------------
 
     def ingest(self, batch: Batch, body: bytes, received_at: float) -> BatchAck:
-        """Make ``batch`` durable and buffer its samples; a repeat is acknowledged, ignored."""
+        """Make ``batch`` durable and buffer its samples; a repeat is acknowledged, ignored.
+
+        Concurrent calls share one ledger transaction (``GroupCommit``); each returns once
+        its own batch is durable."""
         started = time.perf_counter()
+        record = BatchRecord(
+            batch.node, batch.agent_boot_id, batch.seq, received_at, body, len(batch.samples)
+        )
+        batch_id = self._recorder.submit(record)
+        ack = BatchAck(status="duplicate", node=batch.node, agent_boot_id=batch.agent_boot_id,
+                       seq=batch.seq)  # fmt: skip
+        if batch_id is None:
+            self.stats.count_batch("duplicate")
+            return ack
+        # durable and pending: a tick in between cannot lose it (it deletes only batches
+        # it has buffered); after a crash ``restore`` replays it
         with self._lock:
-            batch_id = self.ledger.record_batch(
-                batch.node, batch.agent_boot_id, batch.seq, received_at, body, len(batch.samples)
-            )
-            if batch_id is None:
-                self.stats.count_batch("duplicate")
-                return BatchAck(
-                    status="duplicate",
-                    node=batch.node,
-                    agent_boot_id=batch.agent_boot_id,
-                    seq=batch.seq,
-                )
             accepted = self._buffer(batch_id, batch)
         self.stats.count_batch(
             "accepted", samples=accepted, seconds=time.perf_counter() - started, at=received_at
         )
-        return BatchAck(
-            status="accepted",
-            node=batch.node,
-            agent_boot_id=batch.agent_boot_id,
-            seq=batch.seq,
-            samples_accepted=accepted,
-        )
+        return msgspec.structs.replace(ack, status="accepted", samples_accepted=accepted)
 
     def _buffer(self, batch_id: int, batch: Batch) -> int:
         self._node_labels[batch.node] = dict(batch.node_labels)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from collector.ledger import (
+    BatchRecord,
     GpuCursor,
     GpuRecord,
     Ledger,
@@ -283,3 +284,37 @@ def test_reads_from_another_thread_see_whole_commits(ledger: Ledger) -> None:
     assert errors == []
     assert all(total % 3 == 0 for total in seen)
     assert seen == sorted(seen)
+
+
+def test_record_batches_acks_a_group_in_one_go_and_a_repeat_inside_it_once(
+    ledger: Ledger,
+) -> None:
+    before = ledger.record_batch("n1", "boot", 1, T0, b'{"s":1}', 1)
+    group = [
+        BatchRecord("n1", "boot", 2, T0, b'{"s":2}', 1),
+        BatchRecord("n1", "boot", 1, T0, b'{"s":1}', 1),  # acked before
+        BatchRecord("n2", "boot", 2, T0, b'{"n2":2}', 4),
+        BatchRecord("n1", "boot", 2, T0 + 1, b'{"s":2}', 1),  # twice in one group
+    ]
+    ids = ledger.record_batches(group)
+    assert ids[1] is None and ids[3] is None
+    assert before is not None and ids[0] is not None and ids[2] is not None
+    assert before < ids[0] < ids[2]
+    assert ledger.pending_batches() == [
+        (before, b'{"s":1}'),
+        (ids[0], b'{"s":2}'),
+        (ids[2], b'{"n2":2}'),
+    ]
+    assert ledger.record_batches([]) == []
+
+
+def test_a_failed_group_acks_none_of_its_batches(ledger: Ledger) -> None:
+    with pytest.raises(LedgerError):  # the body is NOT NULL; the whole group rolls back
+        ledger.record_batches(
+            [
+                BatchRecord("n1", "boot", 1, T0, b"{}", 1),
+                BatchRecord("n1", "boot", 2, T0, None, 1),  # type: ignore[arg-type]
+            ]
+        )
+    assert ledger.pending_batches() == []
+    assert ledger.record_batch("n1", "boot", 1, T0, b"{}", 1) is not None  # not acked before

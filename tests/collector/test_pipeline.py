@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -185,3 +186,41 @@ def test_a_cursor_holding_a_full_sample_from_an_older_version_restores(tmp_path:
     second.tick(flush=True)
     assert energy(second) == WATTS * 110
     second.ledger.close()
+
+
+def node_batch(node: int, seq: int) -> Batch:
+    """Batch ``seq`` of node ``node``: its one GPU's 10 readings from T0 + 100 * seq."""
+    info = msgspec.structs.replace(INFO, uuid=f"GPU-n{node}")
+    samples = tuple(
+        msgspec.structs.replace(sample(t, 0.5), gpu_uuid=info.uuid)
+        for t in range(100 * seq, 100 * seq + 100, 10)
+    )
+    return Batch(schema_version=SCHEMA_VERSION, node=f"n{node}", agent_boot_id="boot-1",
+                 seq=seq, sent_at=T0, gpus=(info,), samples=samples)  # fmt: skip
+
+
+def test_concurrent_ingests_each_batch_once_even_when_sent_twice_at_once(
+    pipeline: Pipeline,
+) -> None:
+    """8 callers at once, as the app's thread pool: every batch of 4 nodes goes out from two
+    threads (an agent's resend racing the first try), so duplicates meet within a group."""
+    nodes, seqs = 4, 12
+    statuses: list[str] = []
+
+    def send(node: int) -> None:
+        statuses.extend(ingest(pipeline, node_batch(node, seq)) for seq in range(seqs))
+
+    threads = [threading.Thread(target=send, args=(n % nodes,)) for n in range(2 * nodes)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30.0)
+    assert sorted(statuses) == ["accepted"] * nodes * seqs + ["duplicate"] * nodes * seqs
+    assert len(pipeline.ledger.pending_batches()) == nodes * seqs
+    pipeline.tick(flush=True)
+    assert pipeline.ledger.pending_batches() == []
+    # each GPU: readings T0 .. T0 + 100 * seqs - 10, drawing WATTS throughout
+    assert energy(pipeline) == pytest.approx(nodes * WATTS * (100 * seqs - 10))
+    counters = pipeline.stats.snapshot()
+    assert (counters.batches_accepted, counters.batches_duplicate) == (nodes * seqs,) * 2
+    assert counters.samples_accepted == nodes * seqs * 10 and counters.late_samples == 0
