@@ -5,6 +5,11 @@ Every value is in SI base units (seconds, bytes, watts, joules, hertz, ratios 0.
 replaced by 0. The structs are msgspec Structs so the agent encodes and the collector
 decodes and validates the same definitions. ``SCHEMA_VERSION`` changes whenever a field
 changes meaning; adding an optional field with a default does not change it.
+
+The structs the collector decodes by the thousand are ``gc=False`` (the cyclic GC never
+scans them: ~1 us less per decoded sample): they are frozen and hold only scalars, strings,
+tuples of these structs and ``dict[str, str]``, so none can take part in a reference cycle.
+A field that could hold a container of arbitrary objects must drop ``gc=False``.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ class WorkloadKind(enum.StrEnum):
     MANUAL = "manual"
 
 
-class Workload(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+class Workload(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
     """Who holds a GPU: a pod, a Slurm job, a bare process or a manual label.
 
     ``id`` is the stable identifier within its kind: the pod UID when known (else
@@ -53,7 +58,7 @@ class Workload(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
         return f"manual:{self.name or self.id}"
 
 
-class ProcessSample(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+class ProcessSample(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
     """One process with a context on a GPU."""
 
     pid: int
@@ -67,7 +72,7 @@ class ProcessSample(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
     workload: Workload | None = None
 
 
-class GpuInfo(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+class GpuInfo(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
     """A GPU's identity; sent with each batch so the collector knows what it holds.
 
     A MIG instance is a GpuInfo of its own with ``mig_parent_uuid`` and ``mig_profile``
@@ -91,7 +96,7 @@ class GpuInfo(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     mig_enabled: bool = False
 
 
-class GpuSample(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+class GpuSample(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
     """One reading of one GPU or MIG instance at ``timestamp`` (Unix seconds, event time)."""
 
     timestamp: float
@@ -135,7 +140,7 @@ class GpuSample(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     error: str | None = None
 
 
-class Batch(msgspec.Struct, frozen=True, kw_only=True):
+class Batch(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """What the agent POSTs to ``/v1/batches``.
 
     ``(node, agent_boot_id, seq)`` identifies a batch; ``seq`` increases by one per batch
