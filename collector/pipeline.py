@@ -59,7 +59,7 @@ class Pipeline:
         )
         self._lock = threading.RLock()
         #: shares one ledger transaction among concurrent ``ingest`` calls
-        self._recorder: GroupCommit[BatchRecord, int | None] = GroupCommit(
+        self.recorder: GroupCommit[BatchRecord, int | None] = GroupCommit(
             lambda records: self.ledger.record_batches(records)  # the ledger may be swapped
         )
         self._gpus: dict[str, TrackedGpu] = {}
@@ -85,7 +85,7 @@ class Pipeline:
         record = BatchRecord(
             batch.node, batch.agent_boot_id, batch.seq, received_at, body, len(batch.samples)
         )
-        batch_id = self._recorder.submit(record)
+        batch_id = self.recorder.submit(record)
         ack = BatchAck(status="duplicate", node=batch.node, agent_boot_id=batch.agent_boot_id,
                        seq=batch.seq)  # fmt: skip
         if batch_id is None:

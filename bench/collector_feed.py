@@ -1,0 +1,159 @@
+"""How the collector benchmark drives the pipeline: one caller, or N callers at once as the
+app's thread pool, with the scheduler's tick beside them; CPU charged per stage.
+
+``Timed.charge`` charges the CPU of the calling thread (``thread_time``), so the stages add
+up across threads; ``Timed.cpu_seconds`` is the CPU of the whole process over the run.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import partial
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from collector.config import IngestSettings
+    from collector.pipeline import Pipeline
+
+MAX_BODY_BYTES = 16 * 1024 * 1024
+T = TypeVar("T")
+
+
+@dataclass
+class Timed:
+    """CPU seconds per stage (of the thread that ran it), of the whole process, and what
+    went through."""
+
+    stages: dict[str, float] = field(default_factory=dict)
+    samples: int = 0
+    applied: int = 0
+    batches: int = 0
+    #: process CPU (all threads) from the first batch to the final evaluation
+    cpu_seconds: float = 0.0
+    #: ledger transactions that acknowledged batches (one fsync each)
+    ack_groups: int = 0
+    #: memory growth at the end of the run, before the final flush
+    rss_growth_bytes: int = 0
+    traced_bytes: int | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def charge(self, stage: str, work: Callable[[], T]) -> T:
+        started = time.thread_time()
+        result = work()
+        spent = time.thread_time() - started
+        with self._lock:
+            self.stages[stage] = self.stages.get(stage, 0.0) + spent
+        return result
+
+    def count_applied(self, samples: int) -> None:
+        with self._lock:
+            self.applied += samples
+
+    @property
+    def staged_seconds(self) -> float:
+        return sum(self.stages.values())
+
+
+class SimClock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+Arrivals = list[list[tuple[bytes, int]]]
+
+
+def feed_one_caller(
+    pipeline: Pipeline, ingest: IngestSettings, timed: Timed, arrivals: Arrivals, clock: SimClock
+) -> None:
+    """One thread: each second's batches one after another, then that second's tick."""
+    start = clock.now
+    for second, batches in enumerate(arrivals):
+        now = clock.now = start + second + 1.0
+        for body, samples in batches:
+            feed(pipeline, ingest, timed, body, now)
+            timed.samples += samples
+            timed.batches += 1
+        scheduled(pipeline, timed, now)
+
+
+def feed_callers(
+    callers: int,
+    pipeline: Pipeline,
+    ingest: IngestSettings,
+    timed: Timed,
+    arrivals: Arrivals,
+    clock: SimClock,
+) -> None:
+    """``callers`` threads take each second's batches from one queue, as the app's thread
+    pool does; the second's tick runs on the scheduler's thread while the next second's
+    batches arrive (one tick at a time, as APScheduler runs the apply job)."""
+    work: queue.Queue[tuple[bytes, float] | None] = queue.Queue()
+    failed: list[BaseException] = []
+    threads = [threading.Thread(target=caller, args=(pipeline, ingest, timed, work, failed))
+               for _ in range(callers)]  # fmt: skip
+    for thread in threads:
+        thread.start()
+    start = clock.now
+    with ThreadPoolExecutor(1, thread_name_prefix="scheduler") as scheduler:
+        ticking: Future[None] | None = None
+        for second, batches in enumerate(arrivals):
+            now = clock.now = start + second + 1.0
+            for body, samples in batches:
+                work.put((body, now))
+                timed.samples += samples
+                timed.batches += 1
+            work.join()  # the second's batches are acknowledged: it is over
+            if failed:
+                break
+            if ticking is not None:
+                ticking.result()
+            ticking = scheduler.submit(scheduled, pipeline, timed, now)
+        for _ in threads:
+            work.put(None)
+    for thread in threads:
+        thread.join()
+    if failed:
+        raise failed[0]
+
+
+def caller(
+    pipeline: Pipeline,
+    ingest: IngestSettings,
+    timed: Timed,
+    work: queue.Queue[tuple[bytes, float] | None],
+    failed: list[BaseException],
+) -> None:
+    """One thread of the app's pool: ingest bodies from ``work`` until None."""
+    while (item := work.get()) is not None:
+        try:
+            feed(pipeline, ingest, timed, *item)
+        except BaseException as err:  # the driver re-raises it
+            failed.append(err)
+        finally:
+            work.task_done()
+
+
+def scheduled(pipeline: Pipeline, timed: Timed, now: float) -> None:
+    """What the scheduler does every second: apply what is ready, evaluate when due."""
+    timed.count_applied(timed.charge("tick", pipeline.tick))
+    timed.charge("evaluate", partial(pipeline.evaluate_if_due, now))
+
+
+def feed(pipeline: Pipeline, ingest: IngestSettings, timed: Timed, body: bytes, now: float) -> None:
+    """What POST /v1/batches does with one gzipped body (collector/app.py), stage by stage."""
+    from collector.ingest import decompress, parse_batch, validate_batch
+
+    data = timed.charge("decode", partial(decompress, body, "gzip", MAX_BODY_BYTES))
+    batch = timed.charge("decode", partial(parse_batch, data))
+    problems = timed.charge("validate", partial(validate_batch, batch, now, ingest))
+    if problems:
+        raise RuntimeError(f"the synthetic batch was refused: {problems[0]}")
+    timed.charge("ingest", partial(pipeline.ingest, batch, data, now))
