@@ -62,7 +62,7 @@ def test_invariants(
     shares = {r: w / total for r, w in zip(refs, weights, strict=True)}
     iv = Interval("GPU-1", "n", "H100", start, start + seconds, activity, energy, estimated, shares)
     gpu, per = account_interval(iv, price, 1.2, 300.0)
-    span = max(0.0, seconds)
+    span = max(0.0, iv.end - iv.start)  # the interval as floats represent it
     assert gpu.active_seconds + gpu.idle_seconds + gpu.unknown_seconds == pytest.approx(span)
     assert all(getattr(u, f) >= 0 for u in [gpu, *per.values()] for f in Usage.__slots__)
     assert gpu.idle_cost <= gpu.cost + 1e-12
