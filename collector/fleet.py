@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import bisect
 import operator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import msgspec
 
 from agent.model import GpuInfo, GpuSample, ProcessSample, Workload
-from collector.energy import interval_energy, workload_ref, workload_shares
+from collector.energy import interval_energy, split_mig_energy, workload_ref, workload_shares
 from collector.idle import classify_activity
 from collector.records import Activity, GpuState, GpuView, IdleEpisode, Interval, WorkloadRef
 
@@ -287,3 +288,21 @@ class TrackedGpu:
 
 
 _IDLE_STATES = (GpuState.ALLOCATED_IDLE, GpuState.UNALLOCATED)
+
+
+def mig_shares(parent: TrackedGpu, gpus: Iterable[TrackedGpu]) -> dict[WorkloadRef, float]:
+    """Who gets a MIG-enabled GPU's energy: its instances' holders, each instance weighted
+    by its SM activity (equally when none is known; DESIGN 4), as of the instances' latest
+    applied readings. An instance nobody holds keeps its part unallocated, so the shares
+    may sum to less than 1; empty when no instance has been seen."""
+    instances = [g for g in gpus if g.info.mig_parent_uuid == parent.info.uuid and g.last]
+    parts = split_mig_energy(
+        1.0, [g.last.to_sample(g.info.uuid) for g in instances if g.last is not None]
+    )
+    shares: dict[WorkloadRef, float] = {}
+    for instance in instances:
+        assert instance.last is not None
+        part = parts.get(instance.info.uuid, 0.0)
+        for ref, share in instance.last.holders.shares.items():
+            shares[ref] = shares.get(ref, 0.0) + part * share
+    return shares

@@ -26,7 +26,7 @@ from collector.accounting import Accountant
 from collector.api import FleetTotals, HealthReport, RejectReason, WorkloadReport
 from collector.carbon import CarbonContext
 from collector.config import CollectorSettings
-from collector.fleet import FleetRules, TrackedGpu
+from collector.fleet import FleetRules, TrackedGpu, mig_shares
 from collector.group_commit import GroupCommit
 from collector.ingest_stats import IngestStats
 from collector.ledger import BatchRecord, GpuCursor, Ledger, LedgerError, LedgerWrite
@@ -141,21 +141,15 @@ class Pipeline:
         with self._lock:
             write = LedgerWrite()
             applied = 0
+            mig_parents = []
             for gpu in self._gpus.values():
-                if not gpu.buffered:
-                    continue
-                result = gpu.apply_ready(self.rules, flush=flush)
-                if result.late:
-                    self.stats.count_late(result.late)
-                if result.samples or result.late:
-                    self._release(gpu)
-                if not result.samples:
-                    continue
-                applied += len(result.samples)
-                self.accountant.account(gpu, result, self._node_labels.get(gpu.node, {}), write)
-                write.cursors[gpu.info.uuid] = self._cursor(gpu)
-                if (record := self.accountant.gpu_record(gpu)) is not None:
-                    write.gpus[gpu.info.uuid] = record
+                if gpu.info.mig_enabled:  # after its instances: their holders get its energy
+                    mig_parents.append(gpu)
+                elif gpu.buffered:
+                    applied += self._apply(gpu, flush, write)
+            for gpu in mig_parents:
+                if gpu.buffered:
+                    applied += self._apply(gpu, flush, write)
             if applied:
                 write.batches_done = list(self._done)
                 try:
@@ -165,6 +159,24 @@ class Pipeline:
                     raise
                 del self._done[: len(write.batches_done)]
             return applied
+
+    def _apply(self, gpu: TrackedGpu, flush: bool, write: LedgerWrite) -> int:
+        """Apply one GPU's ready samples into ``write``; returns how many."""
+        result = gpu.apply_ready(self.rules, flush=flush)
+        if gpu.info.mig_enabled and (shares := mig_shares(gpu, self._gpus.values())):
+            for interval in result.intervals:
+                interval.shares = shares
+        if result.late:
+            self.stats.count_late(result.late)
+        if result.samples or result.late:
+            self._release(gpu)
+        if not result.samples:
+            return 0
+        self.accountant.account(gpu, result, self._node_labels.get(gpu.node, {}), write)
+        write.cursors[gpu.info.uuid] = self._cursor(gpu)
+        if (record := self.accountant.gpu_record(gpu)) is not None:
+            write.gpus[gpu.info.uuid] = record
+        return len(result.samples)
 
     def _release(self, gpu: TrackedGpu) -> None:
         """Count ``gpu`` done with every pending batch whose samples it has applied."""

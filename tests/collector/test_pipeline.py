@@ -224,3 +224,47 @@ def test_concurrent_ingests_each_batch_once_even_when_sent_twice_at_once(
     counters = pipeline.stats.snapshot()
     assert (counters.batches_accepted, counters.batches_duplicate) == (nodes * seqs,) * 2
     assert counters.samples_accepted == nodes * seqs * 10 and counters.late_samples == 0
+
+
+PARENT = GpuInfo(uuid="GPU-mig", index=1, name="NVIDIA A100-SXM4-80GB", mig_enabled=True)
+SLICES = [
+    GpuInfo(
+        uuid=f"MIG-{i}",
+        index=1,
+        name="NVIDIA A100-SXM4-80GB MIG 3g.40gb",
+        mig_parent_uuid=PARENT.uuid,
+        mig_profile="3g.40gb",
+    )
+    for i in range(3)
+]
+HOLDERS = [
+    Workload(kind=WorkloadKind.KUBERNETES_POD, id=f"u{i}", name=f"w{i}", namespace="ml")
+    for i in range(2)
+]
+
+
+def mig_batch(seq: int, times: range) -> Batch:
+    """The parent reports the energy (WATTS); slice 0 (held by w0) runs at 0.6 SM, slice 1
+    (w1) at 0.2, slice 2 (nobody) at 0.2: w0 gets 60 %, w1 20 %, 20 % stays unallocated."""
+    samples: list[GpuSample] = []
+    for t in times:
+        samples.append(GpuSample(timestamp=T0 + t, gpu_uuid=PARENT.uuid, power_watts=WATTS,
+                                 energy_joules=WATTS * t))  # fmt: skip
+        for info, sm, held in zip(
+            SLICES, (0.6, 0.2, 0.2), ((HOLDERS[0],), (HOLDERS[1],), ()), strict=True
+        ):
+            samples.append(GpuSample(timestamp=T0 + t, gpu_uuid=info.uuid, sm_activity=sm,
+                                     dram_activity=sm, workloads=held))  # fmt: skip
+    return Batch(schema_version=SCHEMA_VERSION, node="n", agent_boot_id="b", seq=seq,
+                 sent_at=T0, gpus=(PARENT, *SLICES), samples=tuple(samples))  # fmt: skip
+
+
+def test_a_mig_gpus_energy_goes_to_its_instances_holders_by_activity(pipeline: Pipeline) -> None:
+    ingest(pipeline, mig_batch(1, range(0, 610, 10)))
+    pipeline.tick(flush=True)
+    total = WATTS * 600
+    by_workload = {
+        ref.key: u.energy_joules for ref, u in pipeline.ledger.usage_totals_by_workload()
+    }
+    assert by_workload == pytest.approx({"pod:ml/w0": 0.6 * total, "pod:ml/w1": 0.2 * total})
+    assert energy(pipeline) == pytest.approx(total)  # the GPU's own total is unchanged
