@@ -4,25 +4,19 @@ from __future__ import annotations
 
 import csv
 import io
-import itertools
 import tarfile
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from agent.model import GpuSample
 from collector.idle import (
     classify_activity,
-    detect_idle_episodes,
-    idle_seconds,
-    longest_run_seconds,
     longest_zero_run,
     zero_fraction,
 )
-from collector.records import Activity, IdleEpisode
+from collector.records import Activity
 
 ACT, IDL, UNK = Activity.ACTIVE, Activity.IDLE, Activity.UNKNOWN
 
@@ -58,55 +52,6 @@ def test_dram_unsupported_decides_on_sm_alone() -> None:
 
 def test_unhealthy_is_unknown_even_with_readings() -> None:
     assert classify_activity(sample(0.0, 0.0, healthy=False), 0.01) is UNK
-
-
-def episodes(
-    points: list[tuple[float, Activity]], stale: float = 30.0
-) -> list[tuple[float, float | None]]:
-    return [(e.start, e.end) for e in detect_idle_episodes(points, "GPU-1", "n1", stale)]
-
-
-def test_episode_ends_at_first_non_idle_sample() -> None:
-    pts = [(0, ACT), (10, IDL), (20, IDL), (30, IDL), (40, ACT), (50, IDL), (60, UNK), (70, IDL)]
-    # the last idle run ends with the series: last sample + one step (10 s)
-    assert episodes(pts) == [(10, 40), (50, 60), (70, 80)]
-
-
-def test_stale_gap_ends_episode_and_credits_one_step() -> None:
-    pts = [(0, IDL), (10, IDL), (20, IDL), (120, IDL), (130, ACT)]
-    assert episodes(pts) == [(0, 30), (120, 130)]
-
-
-def test_gap_before_active_sample_is_not_idle() -> None:
-    assert episodes([(0, IDL), (10, IDL), (100, ACT)]) == [(0, 20)]
-
-
-def test_ongoing_episode_has_no_end() -> None:
-    found = detect_idle_episodes([(0, ACT), (10, IDL), (20, IDL)], "GPU-1", "n1", 30, "pod:a/b",
-                                 ongoing=True)  # fmt: skip
-    assert found == [IdleEpisode("GPU-1", "n1", 10, None, "pod:a/b")]
-    assert longest_run_seconds(found, now=100) == 90
-
-
-def test_unsorted_input_is_sorted() -> None:
-    assert episodes([(20, ACT), (0, IDL), (10, IDL)]) == [(0, 20)]
-
-
-def test_no_idle_no_episode() -> None:
-    assert episodes([(0, ACT), (10, UNK)]) == []
-    assert longest_run_seconds([], 0) == 0.0
-
-
-@given(st.lists(st.sampled_from([ACT, IDL, UNK]), min_size=2, max_size=60), st.integers(1, 20))
-def test_uniform_series_idle_time_is_idle_samples_times_step(
-    activities: list[Activity], step: int
-) -> None:
-    """Ground truth: with a fixed step and no gaps each idle sample stands for one step."""
-    pts = [(float(i * step), a) for i, a in enumerate(activities)]
-    found = detect_idle_episodes(pts, "GPU-1", "n1", stale_after_seconds=step * 1.5)
-    assert idle_seconds(found, 0) == pytest.approx(activities.count(IDL) * step)
-    assert all(e.end is not None and e.end > e.start for e in found)
-    assert all(a.end is not None and a.end <= b.start for a, b in itertools.pairwise(found))
 
 
 def test_zero_fraction_and_longest_zero_run() -> None:
@@ -153,15 +98,3 @@ def test_alibaba_sample_matches_source_table() -> None:
         assert zero_fraction([v for _, v in points]) == pytest.approx(zeros, abs=5e-4), pod
         assert run.samples == run_samples, pod
         assert run.span_seconds / 60 == pytest.approx(span_minutes, abs=0.051), pod
-
-
-def test_alibaba_gaps_are_unknown_for_the_episode_detector() -> None:
-    """With stale_after = 1.5 steps (85.5 s) a gap splits a zero run: 3ed83727's longest
-    zero run spans 93 min over 40 samples, so no idle episode may be that long."""
-    points = load_alibaba()["3ed83727"]
-    series = [(ts, IDL if v == 0.0 else ACT) for ts, v in points]
-    found = detect_idle_episodes(series, "pod", "n", stale_after_seconds=85.5)
-    assert longest_run_seconds(found, 0) < 93.1 * 60
-    # every idle sample is credited one 57 s step at most, never the gaps between them
-    idle_count = sum(1 for _, v in points if v == 0.0)
-    assert idle_seconds(found, 0) <= idle_count * 57 + 1e-6
