@@ -174,8 +174,15 @@ class TrackedGpu:
     def buffered(self) -> int:
         return len(self._buffer)
 
-    def apply_ready(self, rules: FleetRules, flush: bool = False) -> Applied:
-        """Apply buffered readings older than the reorder window (all when ``flush``)."""
+    def apply_ready(
+        self, rules: FleetRules, flush: bool = False, now: float | None = None
+    ) -> Applied:
+        """Apply buffered readings older than the reorder window (all when ``flush``).
+
+        The window is counted from the GPU's newest reading and, when ``now`` is given,
+        from the collector's clock too, so the last readings of a GPU that stopped
+        reporting are applied a window later rather than at shutdown.
+        """
         out = Applied()
         queue = self._buffer
         if not queue or self.newest is None:
@@ -183,7 +190,8 @@ class TrackedGpu:
         if flush:
             ready = len(queue)
         else:
-            horizon = self.newest.timestamp - rules.reorder_window_seconds
+            newest = self.newest.timestamp if now is None else max(self.newest.timestamp, now)
+            horizon = newest - rules.reorder_window_seconds
             if queue[0].timestamp > horizon:  # the usual tick: nothing is due yet
                 return out
             ready = bisect.bisect_right(queue, horizon, key=_timestamp)

@@ -138,6 +138,7 @@ class Pipeline:
 
     def tick(self, flush: bool = False) -> int:
         """Apply ready samples and commit them; returns the number applied."""
+        now = self.clock()
         with self._lock:
             write = LedgerWrite()
             applied = 0
@@ -146,10 +147,10 @@ class Pipeline:
                 if gpu.info.mig_enabled:  # after its instances: their holders get its energy
                     mig_parents.append(gpu)
                 elif gpu.buffered:
-                    applied += self._apply(gpu, flush, write)
+                    applied += self._apply(gpu, flush, write, now)
             for gpu in mig_parents:
                 if gpu.buffered:
-                    applied += self._apply(gpu, flush, write)
+                    applied += self._apply(gpu, flush, write, now)
             if applied:
                 write.batches_done = list(self._done)
                 try:
@@ -160,9 +161,9 @@ class Pipeline:
                 del self._done[: len(write.batches_done)]
             return applied
 
-    def _apply(self, gpu: TrackedGpu, flush: bool, write: LedgerWrite) -> int:
+    def _apply(self, gpu: TrackedGpu, flush: bool, write: LedgerWrite, now: float) -> int:
         """Apply one GPU's ready samples into ``write``; returns how many."""
-        result = gpu.apply_ready(self.rules, flush=flush)
+        result = gpu.apply_ready(self.rules, flush=flush, now=now)
         if gpu.info.mig_enabled and (shares := mig_shares(gpu, self._gpus.values())):
             for interval in result.intervals:
                 interval.shares = shares
@@ -230,6 +231,11 @@ class Pipeline:
         with self._lock:
             views = [gpu.view(at, self.rules) for gpu in self._gpus.values()]
         return sorted(views, key=lambda v: (v.node, v.index, v.uuid))
+
+    def node_labels(self) -> dict[str, dict[str, str]]:
+        """Each node's labels from its latest batch (``region`` places it on the grid)."""
+        with self._lock:
+            return {node: dict(labels) for node, labels in self._node_labels.items()}
 
     def buffered_samples(self) -> int:
         with self._lock:

@@ -142,11 +142,12 @@ def build_collector(
     series = SeriesBuffer()  # recent per-GPU samples for the console's charts
     console = ConsoleSources(pipeline, ledger, prices, accountant.currency, series)
     alerting = build_alerting(settings, ledger, clock, tokens)
+    rates = LiveRates(pipeline.fleet, accountant, pipeline.node_labels)
     app = create_app(
         SeriesTap(pipeline, series), settings, tokens, clock,
         extra_routes=[*console_routes(console, settings, tokens, clock),
                       *(alerting.routes if alerting is not None else [])],
-        collectors=[RatesExporter(LiveRates(pipeline.fleet, accountant), clock),
+        collectors=[RatesExporter(rates, clock),
                     *([InfluxSinkMetrics(influx)] if influx is not None else []),
                     *([alerting.exporter] if alerting is not None and alerting.exporter else [])],
     )  # fmt: skip

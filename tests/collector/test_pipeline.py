@@ -52,7 +52,7 @@ def energy(pipeline: Pipeline) -> float:
 
 @pytest.fixture
 def pipeline(tmp_path: Path) -> Iterator[Pipeline]:
-    p = open_pipeline(tmp_path / "ledger.db", T0 + 3600)
+    p = open_pipeline(tmp_path / "ledger.db", T0)  # clock at the data: the window decides
     yield p
     p.ledger.close()
 
@@ -65,25 +65,43 @@ def test_a_repeated_batch_is_acknowledged_and_counted_once(pipeline: Pipeline) -
     assert energy(pipeline) == WATTS * 110
 
 
-def test_tick_holds_the_reorder_window_and_flush_applies_the_rest(pipeline: Pipeline) -> None:
+def test_tick_holds_the_reorder_window_and_flush_applies_the_rest(tmp_path: Path) -> None:
+    pipeline = open_pipeline(tmp_path / "ledger.db", T0 + 90)  # the samples are current
     ingest(pipeline, batch(1, range(0, 100, 10)))  # newest 90; window 30 s
     assert pipeline.tick() == 7  # 0..60
     assert energy(pipeline) == WATTS * 60
     assert pipeline.health().pending_samples == 3 and pipeline.health().lag_seconds == 30
     assert pipeline.tick(flush=True) == 3
     assert energy(pipeline) == WATTS * 90 and pipeline.health().pending_samples == 0
+    pipeline.ledger.close()
+
+
+def test_a_gpu_that_stops_reporting_is_applied_a_window_later_by_the_clock(
+    tmp_path: Path,
+) -> None:
+    now = [T0 + 90]
+    accountant = Accountant(PriceBook.example(), IntensityTable.default(), CarbonSettings())
+    ledger = Ledger.open(str(tmp_path / "ledger.db"))
+    pipeline = Pipeline(CollectorSettings(), ledger, accountant, clock=lambda: now[0])
+    ingest(pipeline, batch(1, range(0, 100, 10)))  # then the GPU goes quiet
+    assert pipeline.tick() == 7  # 0..60: the window behind its newest reading (90)
+    now[0] = T0 + 125  # 35 s of silence: everything is older than the window now
+    assert pipeline.tick() == 3
+    assert pipeline.health().pending_samples == 0 and not ledger.pending_batches()
+    assert energy(pipeline) == WATTS * 90
+    ledger.close()
 
 
 def test_after_a_crash_restore_resumes_with_nothing_lost_and_nothing_twice(
     tmp_path: Path,
 ) -> None:
     db = tmp_path / "ledger.db"
-    first = open_pipeline(db, T0 + 3600)
+    first = open_pipeline(db, T0 + 90)
     ingest(first, batch(1, range(0, 100, 10)))
     first.tick()  # applies 0..60; 70..90 are acknowledged, durable, not applied
     ingest(first, batch(2, range(100, 200, 10)))  # acknowledged, never applied
     first.ledger.close()  # the process dies: nothing else is written
-    second = open_pipeline(db, T0 + 3600)
+    second = open_pipeline(db, T0 + 90)
     assert second.health().pending_samples == 13  # 70..190 replayed from the ledger
     assert ingest(second, batch(2, range(100, 200, 10))) == "duplicate"  # the agent resends
     ingest(second, batch(3, range(200, 300, 10)))
