@@ -199,7 +199,11 @@ def run(args: argparse.Namespace) -> int:
     collector.start_jobs()
     server = uvicorn.Server(
         uvicorn.Config(
-            collector.app, host=settings.server.host, port=settings.server.port, lifespan="off"
+            collector.app,
+            host=settings.server.host,
+            port=settings.server.port,
+            lifespan="off",
+            access_log=False,  # collector.app logs each request (without tokens)
         )
     )
     log.info("collector on http://%s:%d", settings.server.host, settings.server.port)
