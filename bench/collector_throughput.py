@@ -195,15 +195,20 @@ def report_collector(results: list[SizeResult]) -> None:
             print(f"WARNING: {r.gpus} GPUs: {r.timed.applied} samples applied of {r.timed.samples}")
 
 
+def _ratio(ours: float, theirs: float) -> str:
+    """``ours / theirs``; a tiny run can leave Prometheus under the CPU clock's 10 ms tick."""
+    return f"{ours / theirs:.1f}x" if theirs > 0 else "n/a (Prometheus CPU below clock tick)"
+
+
 def side_by_side_row(ours: SizeResult, run: PrometheusRun, series: int) -> dict[str, object]:
     prom = run.cpu_seconds_per_million
     return {
         "GPUs": run.gpus,
         "collector CPU s/1M": round(ours.cpu_seconds_per_million, 1),
         "Prometheus CPU s/1M": round(prom, 2),
-        "ratio": f"{ours.cpu_seconds_per_million / prom:.1f}x",
+        "ratio": _ratio(ours.cpu_seconds_per_million, prom),
         f"Prometheus CPU s per 1M GPU-samples ({series} series)": round(prom * series, 2),
-        "ratio per GPU-sample": f"{ours.cpu_seconds_per_million / (prom * series):.1f}x",
+        "ratio per GPU-sample": _ratio(ours.cpu_seconds_per_million, prom * series),
         "Prometheus samples": run.samples,
         "Prometheus CPU s": round(run.cpu_seconds, 2),
         "wall s": round(run.wall_seconds, 1),
