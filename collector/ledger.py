@@ -251,6 +251,10 @@ class Ledger:
     def model_usage(self, start: float, end: float) -> list[ModelUsage]:
         return self._read(lambda c: queries.model_usage(c, start, end))
 
+    def workload_models(self) -> dict[str, str]:
+        """Workload key -> the GPU model it was last seen on (survives restarts)."""
+        return self._read(queries.workload_models)
+
     # -- recommendations ----------------------------------------------------------------
 
     def upsert_recommendations(self, recommendations: Sequence[Recommendation]) -> None:

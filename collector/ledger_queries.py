@@ -198,3 +198,9 @@ def model_usage(conn: sqlite3.Connection, start: float, end: float) -> list[Mode
         (start, end),
     )
     return [ModelUsage(*r) for r in rows]
+
+
+def workload_models(conn: sqlite3.Connection) -> dict[str, str]:
+    """Workload key -> the GPU model the ledger last saw it on."""
+    rows = conn.execute("SELECT workload_key, gpu_model FROM workload_stats")
+    return {str(key): str(model) for key, model in rows if model}

@@ -4,7 +4,6 @@ and the rates in force now (idle cost per hour, PUE, grid intensity per region).
 from __future__ import annotations
 
 import math
-import sqlite3
 from collections.abc import Callable, Iterable, Mapping
 
 from collector.accounting import Accountant
@@ -76,7 +75,7 @@ def waste_totals(ledger: Ledger, models: dict[str, str]) -> list[WasteTotal]:
     keep their model label."""
     by_workload = ledger.usage_totals_by_workload()
     if any(ref.key not in models for ref, _ in by_workload):
-        models = {**stored_models(ledger), **models}
+        models = {**ledger.workload_models(), **models}
     totals = [
         WasteTotal(
             namespace=ref.namespace,
@@ -101,16 +100,6 @@ def waste_totals(ledger: Ledger, models: dict[str, str]) -> list[WasteTotal]:
         for model, u in sorted(unallocated.items())
     ]
     return totals
-
-
-def stored_models(ledger: Ledger) -> dict[str, str]:
-    """Workload key -> the GPU model the ledger last saw it on."""
-
-    def query(conn: sqlite3.Connection) -> dict[str, str]:
-        rows = conn.execute("SELECT workload_key, gpu_model FROM workload_stats")
-        return {str(key): str(model) for key, model in rows if model}
-
-    return ledger.read(query)
 
 
 def energy_totals(ledger: Ledger) -> list[EnergyTotal]:
