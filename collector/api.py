@@ -165,10 +165,11 @@ class CollectorBackend(Protocol):
     def ingest(self, batch: Batch, body: bytes, received_at: float) -> BatchAck:
         """Make a validated batch durable, then acknowledge it.
 
-        ``body`` is the decoded (uncompressed) JSON. A repeated (node, agent_boot_id, seq)
-        returns status "duplicate" and changes nothing. May raise IngestError to refuse
-        the batch (the edge answers its status and counts it through record_rejection);
-        any other exception answers 503 so the agent retries.
+        ``body`` is the batch's JSON as the agent sent it, gzip-compressed or not (kept
+        pending as received; the ledger returns it decompressed). A repeated (node,
+        agent_boot_id, seq) returns status "duplicate" and changes nothing. May raise
+        IngestError to refuse the batch (the edge answers its status and counts it through
+        record_rejection); any other exception answers 503 so the agent retries.
         """
         ...
 

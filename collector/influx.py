@@ -99,7 +99,7 @@ class InfluxSink:
     # -- producers: enqueue only -----------------------------------------------------------
 
     def add_batch(self, body: bytes, samples: int) -> None:
-        """Queue a batch's samples (``body`` is the batch JSON; one point per sample)."""
+        """Queue a batch's samples (``body`` as the ledger keeps it; one point per sample)."""
         if samples > 0:
             self._put(_Work(points=samples, body=body))
 

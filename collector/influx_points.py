@@ -21,6 +21,7 @@ import msgspec
 from influxdb_client.client.write.point import Point
 
 from agent.model import Batch, GpuSample
+from collector.ledger_records import batch_json
 from collector.records import Usage, WorkloadRef
 
 SAMPLE_MEASUREMENT = "gpu"
@@ -67,8 +68,9 @@ def timestamp_nanoseconds(unix_seconds: float) -> int:
 
 
 def batch_lines(body: bytes) -> list[str]:
-    """One ``gpu`` line per sample of a batch's JSON body (as the ledger stores it)."""
-    batch = _BATCH_DECODER.decode(body)
+    """One ``gpu`` line per sample of a batch body as the ledger keeps it (JSON, gzipped
+    or not)."""
+    batch = _BATCH_DECODER.decode(batch_json(body))
     models = {info.uuid: info.name for info in batch.gpus}
     return [sample_point(batch.node, models.get(s.gpu_uuid, ""), s) for s in batch.samples]
 

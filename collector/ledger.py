@@ -201,7 +201,8 @@ class Ledger:
     # -- restart ------------------------------------------------------------------------
 
     def pending_batches(self) -> list[tuple[int, bytes]]:
-        """(id, body) of acknowledged batches not yet fully applied, oldest first."""
+        """(id, JSON body) of acknowledged batches not yet fully applied, oldest first;
+        a body recorded gzip-compressed comes back decompressed."""
         return self._read(queries.pending_batches)
 
     def cursors(self) -> dict[str, GpuCursor]:

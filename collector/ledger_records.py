@@ -5,10 +5,19 @@ Time is Unix seconds, memory bytes, activity a 0..1 ratio. Nothing here does I/O
 
 from __future__ import annotations
 
+import gzip
 from dataclasses import dataclass, field
 
 from collector.ledger_histogram import MEMORY_BUCKETS, SM_ACTIVITY_BUCKETS
 from collector.records import IdleEpisode, Usage, WorkloadRef
+
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+def batch_json(body: bytes) -> bytes:
+    """The JSON of a batch body kept as the agent sent it (gzip-compressed or not; JSON
+    never starts with gzip's magic bytes)."""
+    return gzip.decompress(body) if body[:2] == _GZIP_MAGIC else body
 
 
 class LedgerError(Exception):

@@ -37,7 +37,8 @@ _WORKLOAD_TOTAL = _upsert_usage("workload_usage_total", ("workload_key",))
 
 
 class BatchRecord(NamedTuple):
-    """One batch to acknowledge: its identity, arrival time, raw body and sample count."""
+    """One batch to acknowledge: its identity, arrival time, body (the JSON, gzip-compressed
+    or not) and sample count."""
 
     node: str
     boot_id: str

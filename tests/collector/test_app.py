@@ -105,11 +105,14 @@ def test_a_good_batch_with_the_token_is_acknowledged_and_stored(
     assert (stored, body, received_at) == (batch, encode_batch(batch), NOW)
 
 
-def test_a_gzipped_batch_is_stored_decompressed(client: httpx.Client, backend: FakeBackend) -> None:
-    raw = encode_batch(make_batch())
-    response = post(client, gzip.compress(raw), **{"Content-Encoding": "gzip"})
+def test_a_gzipped_batch_is_decoded_and_stored_as_sent(
+    client: httpx.Client, backend: FakeBackend
+) -> None:
+    batch = make_batch()
+    gzipped = gzip.compress(encode_batch(batch))
+    response = post(client, gzipped, **{"Content-Encoding": "gzip"})
     assert response.status_code == 200
-    assert backend.ingested[0][1] == raw
+    assert backend.ingested[0][:2] == (batch, gzipped)
 
 
 def test_a_repeated_batch_is_acknowledged_as_duplicate(

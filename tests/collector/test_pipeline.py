@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -109,6 +110,23 @@ def test_after_a_crash_restore_resumes_with_nothing_lost_and_nothing_twice(
     assert energy(second) == WATTS * 290
     (usage,) = [u for _, u in second.ledger.usage_totals_by_workload()]
     assert usage.active_seconds == 290
+    second.ledger.close()
+
+
+def test_a_gzipped_body_is_kept_as_sent_and_replayed_after_a_crash(tmp_path: Path) -> None:
+    db = tmp_path / "ledger.db"
+    first = open_pipeline(db, T0 + 90)
+    sent = batch(1, range(0, 100, 10))
+    gzipped = gzip.compress(msgspec.json.encode(sent))
+    assert first.ingest(sent, gzipped, received_at=T0).status == "accepted"
+    stored = first.ledger.read(lambda c: c.execute("SELECT body FROM pending_batches").fetchone())
+    assert bytes(stored[0]) == gzipped  # what the agent sent, not the inflated JSON
+    assert [body for _, body in first.ledger.pending_batches()] == [msgspec.json.encode(sent)]
+    first.ledger.close()  # dies before any tick
+    second = open_pipeline(db, T0 + 90)
+    assert second.health().pending_samples == 10
+    second.tick(flush=True)
+    assert energy(second) == WATTS * 90
     second.ledger.close()
 
 
