@@ -16,11 +16,15 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, TypeVar
 
+from gpufleet.collector_main import APPLY_EVERY_SECONDS
+
 if TYPE_CHECKING:
     from collector.config import IngestSettings
     from collector.pipeline import Pipeline
 
 MAX_BODY_BYTES = 16 * 1024 * 1024
+#: the collector's apply job runs every this many (simulated) seconds
+APPLY_EVERY = round(APPLY_EVERY_SECONDS)
 T = TypeVar("T")
 
 
@@ -73,7 +77,8 @@ Arrivals = list[list[tuple[bytes, int]]]
 def feed_one_caller(
     pipeline: Pipeline, ingest: IngestSettings, timed: Timed, arrivals: Arrivals, clock: SimClock
 ) -> None:
-    """One thread: each second's batches one after another, then that second's tick."""
+    """One thread: each second's batches one after another; every ``APPLY_EVERY`` seconds
+    (and after the last), the scheduler's tick."""
     start = clock.now
     for second, batches in enumerate(arrivals):
         now = clock.now = start + second + 1.0
@@ -81,7 +86,13 @@ def feed_one_caller(
             feed(pipeline, ingest, timed, body, now)
             timed.samples += samples
             timed.batches += 1
-        scheduled(pipeline, timed, now)
+        if _apply_due(second, len(arrivals)):
+            scheduled(pipeline, timed, now)
+
+
+def _apply_due(second: int, seconds: int) -> bool:
+    """Whether the apply job runs at the end of ``second`` (0-based) of ``seconds``."""
+    return (second + 1) % APPLY_EVERY == 0 or second + 1 == seconds
 
 
 def feed_callers(
@@ -93,8 +104,8 @@ def feed_callers(
     clock: SimClock,
 ) -> None:
     """``callers`` threads take each second's batches from one queue, as the app's thread
-    pool does; the second's tick runs on the scheduler's thread while the next second's
-    batches arrive (one tick at a time, as APScheduler runs the apply job)."""
+    pool does; every ``APPLY_EVERY`` seconds a tick runs on the scheduler's thread while the
+    next seconds' batches arrive (one tick at a time, as APScheduler runs the apply job)."""
     work: queue.Queue[tuple[bytes, float] | None] = queue.Queue()
     failed: list[BaseException] = []
     threads = [threading.Thread(target=caller, args=(pipeline, ingest, timed, work, failed))
@@ -113,6 +124,8 @@ def feed_callers(
             work.join()  # the second's batches are acknowledged: it is over
             if failed:
                 break
+            if not _apply_due(second, len(arrivals)):
+                continue
             if ticking is not None:
                 ticking.result()
             ticking = scheduler.submit(scheduled, pipeline, timed, now)
@@ -142,7 +155,8 @@ def caller(
 
 
 def scheduled(pipeline: Pipeline, timed: Timed, now: float) -> None:
-    """What the scheduler does every second: apply what is ready, evaluate when due."""
+    """What the scheduler's jobs do every ``APPLY_EVERY`` seconds: apply what is ready,
+    evaluate when due."""
     timed.count_applied(timed.charge("tick", pipeline.tick))
     timed.charge("evaluate", partial(pipeline.evaluate_if_due, now))
 
@@ -156,4 +170,4 @@ def feed(pipeline: Pipeline, ingest: IngestSettings, timed: Timed, body: bytes, 
     problems = timed.charge("validate", partial(validate_batch, batch, now, ingest))
     if problems:
         raise RuntimeError(f"the synthetic batch was refused: {problems[0]}")
-    timed.charge("ingest", partial(pipeline.ingest, batch, data, now))
+    timed.charge("ingest", partial(pipeline.ingest, batch, body, now))  # kept as sent
