@@ -68,20 +68,17 @@ def run_collector(
 ) -> Timed:
     """Feed every batch through the real pipeline second by second; CPU charged per stage."""
     from collector.config import CollectorSettings, LedgerSettings
-    from collector.ledger import Ledger
     from gpufleet.collector_main import build_collector
 
     clock = SimClock(start_unix)
-    settings = CollectorSettings(ledger=LedgerSettings(url=str(work_dir / "ledger.db")))
+    ledger = LedgerSettings(url=str(work_dir / "ledger.db"), synchronous=synchronous)
+    settings = CollectorSettings(ledger=ledger)
     gc.collect()
     rss_before, _ = memory_bytes_of()
     if trace_memory:
         tracemalloc.start()
     collector = build_collector(settings, clock=clock, tokens=frozenset({"bench"}))
     pipeline, timed = collector.pipeline, Timed()
-    if synchronous != "FULL":  # not a collector setting: the pipeline gets its own ledger
-        collector.ledger.close()
-        pipeline.ledger = Ledger.open(settings.ledger.url, synchronous=synchronous)
     drive = feed_one_caller if callers == 1 else partial(feed_callers, callers)
     cpu = time.process_time()
     drive(pipeline, settings.ingest, timed, arrivals, clock)

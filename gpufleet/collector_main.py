@@ -159,8 +159,10 @@ def build_collector(
 def _open_ledger(settings: CollectorSettings, currency: str) -> tuple[Ledger, InfluxSink | None]:
     """The ledger; with ``influx.url`` set, one that mirrors batches and rollups to a sink."""
     if not settings.influx.enabled:
-        return Ledger.open(settings.ledger.url), None
-    ledger = MirroredLedger.open_mirrored(settings.ledger.url)
+        return Ledger.open(settings.ledger.url, synchronous=settings.ledger.synchronous), None
+    ledger = MirroredLedger.open_mirrored(
+        settings.ledger.url, synchronous=settings.ledger.synchronous
+    )
     try:
         ledger.sink = build_influx_sink(settings.influx, ledger, currency)
     except BaseException:

@@ -136,6 +136,14 @@ def test_full_values_reach_the_programs(tmp_path: Path) -> None:
     )
 
 
+def test_ledger_synchronous_reaches_the_collector(tmp_path: Path) -> None:
+    assert load_collector(render(), tmp_path).ledger.synchronous == "FULL"
+    out = render({"collector": {"config": {"ledger": {"synchronous": "NORMAL"}}}})
+    ledger = load_collector(out, tmp_path).ledger
+    assert (ledger.synchronous, ledger.url) == ("NORMAL", "/var/lib/gpufleet/gpufleet.db")
+    assert ledger.retention_days == 400
+
+
 def test_notification_channels_read_their_urls_and_keys_from_the_secret() -> None:
     out = render(full_values())
     notifications = load_notifications(out)

@@ -87,6 +87,10 @@ BAD_VALUES = [
         "collector:\n  config:\n    analysis:\n      idle_window_secs: 60\n",
         "additional properties 'idle_window_secs' not allowed",
     ),
+    (
+        "collector:\n  config:\n    ledger:\n      synchronous: normal\n",
+        "at '/collector/config/ledger/synchronous': value must be one of 'FULL', 'NORMAL'",
+    ),
     ('agent:\n  hostPID: "yes"\n', "at '/agent/hostPID': got string, want boolean"),
     (
         "agent:\n  spool:\n    type: nfs\n",
