@@ -86,7 +86,8 @@ class Accountant:
         """Add what ``applied`` contributes to ``write`` (usage, episodes, stats).
 
         Consecutive intervals in the same hour with the same holders are summed first
-        (``IntervalSums``), so Usage rows are built per run, not per interval.
+        (``IntervalSums``, and one right-sizing histogram for all their holders), so Usage
+        rows and statistics are built per run, not per interval.
         """
         region = self.region_of(gpu.node, node_labels)
         price = self.prices.price_per_gpu_hour(gpu.model, gpu.node)
@@ -95,19 +96,23 @@ class Accountant:
         run: _Run | None = None
         for interval in applied.intervals:
             start = interval.start
-            hour = math.floor(start / HOUR_SECONDS) * HOUR_SECONDS
-            if run is None or hour != run.hour or interval.shares is not run.shares:
+            if (
+                run is None
+                or not run.hour <= start < run.hour_end
+                or interval.shares is not run.shares
+            ):
                 if run is not None:
                     self._close(run, gpu, price, write)
-                run = _Run(hour, interval.shares, write)
+                run = _Run(math.floor(start / HOUR_SECONDS) * HOUR_SECONDS, interval.shares)
                 intensity = self.intensity_at(region, start)
             elif hourly:
                 intensity = self.intensity_at(region, start)
             run.sums.add(interval, pue, intensity)
-            if interval.end > run.end:
-                run.end = interval.end
-            for stats in run.stats:  # right-sizing: memory and SM activity per GPU held
-                stats.observe(interval.seconds, interval.memory_used_bytes, interval.sm_activity)
+            end = interval.end
+            if end > run.end:
+                run.end = end
+            if run.observed is not None:  # right-sizing: memory and SM activity held
+                run.observed.observe(end - start, interval.memory_used_bytes, interval.sm_activity)
         if run is not None:
             self._close(run, gpu, price, write)
         write.episodes_closed.extend(applied.episodes_closed)
@@ -117,8 +122,14 @@ class Accountant:
         uuid = gpu.info.uuid
         usage = run.sums.usage(price, allocated=bool(run.shares))
         _add(write.gpu_usage, (run.hour, uuid), usage)
-        for (ref, share), stats in zip(run.shares.items(), run.stats, strict=True):
+        stats_deltas = write.workload_stats
+        for ref, share in run.shares.items():
             _add(write.workload_usage, (run.hour, ref.key), workload_part(usage, share))
+            stats = stats_deltas.get(ref.key)
+            if stats is None:
+                stats = stats_deltas[ref.key] = WorkloadStatsDelta()
+            if run.observed is not None:
+                stats.merge(run.observed)
             sent = self._workload_refs.get(ref.key)
             if sent is not ref and sent != ref:  # registry rows only when new or changed
                 write.workloads[ref.key] = self._workload_refs[ref.key] = ref
@@ -173,15 +184,16 @@ class Accountant:
 class _Run:
     """Consecutive intervals of one GPU in one hour with the same holders."""
 
-    __slots__ = ("end", "hour", "shares", "stats", "sums")
+    __slots__ = ("end", "hour", "hour_end", "observed", "shares", "sums")
 
-    def __init__(self, hour: float, shares: dict[WorkloadRef, float], write: LedgerWrite):
+    def __init__(self, hour: float, shares: dict[WorkloadRef, float]):
         self.hour = hour
+        self.hour_end = hour + HOUR_SECONDS
         self.shares = shares
         self.sums = IntervalSums()
         self.end = float("-inf")
-        stats = write.workload_stats
-        self.stats = [stats.setdefault(ref.key, WorkloadStatsDelta()) for ref in shares]
+        #: what each holder saw of the GPU (memory, SM activity), merged into each at close
+        self.observed = WorkloadStatsDelta() if shares else None
 
 
 def _add(target: dict[tuple[float, str], Usage], key: tuple[float, str], usage: Usage) -> None:

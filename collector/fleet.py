@@ -195,44 +195,60 @@ class TrackedGpu:
             if queue[0].timestamp > horizon:  # the usual tick: nothing is due yet
                 return out
             ready = bisect.bisect_right(queue, horizon, key=_timestamp)
-        for reading in queue[:ready]:
-            if self.last is not None and reading.timestamp <= self.last.timestamp:
-                out.late += 1  # a duplicate timestamp
-                continue
-            self._apply(reading, rules, out)
+        self._apply(queue[:ready], rules, out)
         del queue[:ready]
         return out
 
-    def _apply(self, reading: Reading, rules: FleetRules, out: Applied) -> None:
+    def _apply(self, readings: list[Reading], rules: FleetRules, out: Applied) -> None:
+        """Cut ``readings`` (in order) into intervals and idle-episode changes.
+
+        Runs once per sample: the GPU's fields are read into locals once per call."""
+        threshold, stale = rules.idle_threshold, rules.stale_after_seconds
+        dram_unsupported = not self.dram_seen
+        uuid, node, model = self.info.uuid, self.node, self.model
+        intervals, samples = out.intervals, out.samples
         prev = self.last
-        activity = self._classify(reading, rules.idle_threshold)
-        stale = rules.stale_after_seconds
-        gap_ok = prev is not None and reading.timestamp - prev.timestamp <= stale
-        holder = reading.holders.key
+        prev_activity = Activity.UNKNOWN if prev is None else self._last_classified(prev, threshold)
+        for reading in readings:
+            ts = reading.timestamp
+            if prev is not None and ts <= prev.timestamp:
+                out.late += 1  # a duplicate timestamp
+                continue
+            activity = classify_activity(reading, threshold, dram_unsupported=dram_unsupported)
+            gap_ok = prev is not None and ts - prev.timestamp <= stale
+            if prev is not None:
+                joules, estimated = interval_energy(prev, reading)
+                intervals.append(Interval(  # positional: this runs once per sample
+                    uuid, node, model, prev.timestamp, ts,
+                    prev_activity if gap_ok else Activity.UNKNOWN, joules, estimated,
+                    prev.holders.shares, prev.memory_used_bytes, prev.sm_activity,
+                ))  # fmt: skip
+            self._follow_episode(reading, activity, prev, gap_ok, out)
+            prev, prev_activity = reading, activity
+            samples.append(reading)
         if prev is not None:
-            out.intervals.append(self._interval(prev, reading, gap_ok, rules.idle_threshold))
+            self.last = prev
+            self._last_activity = (self.dram_seen, threshold, prev_activity)
+
+    def _follow_episode(
+        self, reading: Reading, activity: Activity, prev: Reading | None, gap_ok: bool,
+        out: Applied,
+    ) -> None:  # fmt: skip
+        """Close the open idle episode where ``reading`` ends it; open one where it is idle."""
+        holder = reading.holders.key
+        idle = activity is Activity.IDLE
         # a new holder ends the episode too: a pod placed on a GPU idle for an hour has
         # been idle for 0 s, and the hour before it came was not its waste
-        ended = not gap_ok or activity is not Activity.IDLE or holder != self.episode_workload
-        if self.episode_start is not None and ended:
+        if self.episode_start is not None and (
+            not gap_ok or not idle or holder != self.episode_workload
+        ):
             end = reading.timestamp if gap_ok or prev is None else prev.timestamp
             out.episodes_closed.append(self._episode(end))
             self.episode_start = None
             self.episode_workload = None
-        if activity is Activity.IDLE and self.episode_start is None:
+        if idle and self.episode_start is None:
             self.episode_start = reading.timestamp
             self.episode_workload = holder
-        self.last = reading
-        self._last_activity = (self.dram_seen, rules.idle_threshold, activity)
-        out.samples.append(reading)
-
-    def _interval(self, prev: Reading, cur: Reading, gap_ok: bool, threshold: float) -> Interval:
-        joules, estimated = interval_energy(prev, cur)
-        activity = self._last_classified(prev, threshold) if gap_ok else Activity.UNKNOWN
-        return Interval(  # positional: this runs once per sample
-            self.info.uuid, self.node, self.model, prev.timestamp, cur.timestamp, activity,
-            joules, estimated, prev.holders.shares, prev.memory_used_bytes, prev.sm_activity,
-        )  # fmt: skip
 
     def _last_classified(self, last: Reading, threshold: float) -> Activity:
         """The activity of ``last``, as classified when it was applied unless a reading

@@ -75,6 +75,8 @@ class WorkloadStatsDelta:
     gpu_model: str = ""
     gpu_count: int = 0
     last_seen: float = 0.0
+    #: (memory, bucket) last binned: memory in use seldom changes between samples
+    _memory_bucket: tuple[int, int] = field(default=(-1, 0), repr=False, compare=False)
 
     def observe(
         self, seconds: float, memory_used_bytes: int | None, sm_activity: float | None
@@ -82,13 +84,31 @@ class WorkloadStatsDelta:
         """Add one interval of ``seconds``; None readings count as observed, not binned."""
         self.observed_seconds += seconds
         if memory_used_bytes is not None:
-            bucket = MEMORY_BUCKETS.index(memory_used_bytes)
+            last, bucket = self._memory_bucket
+            if memory_used_bytes != last:
+                bucket = MEMORY_BUCKETS.index(memory_used_bytes)
+                self._memory_bucket = (memory_used_bytes, bucket)
             self.memory_seconds[bucket] = self.memory_seconds.get(bucket, 0.0) + seconds
-            self.memory_peak_bytes = max(self.memory_peak_bytes, memory_used_bytes)
+            if memory_used_bytes > self.memory_peak_bytes:
+                self.memory_peak_bytes = memory_used_bytes
         if sm_activity is not None:
             bucket = SM_ACTIVITY_BUCKETS.index(sm_activity)
             self.sm_activity_seconds[bucket] = self.sm_activity_seconds.get(bucket, 0.0) + seconds
-            self.sm_activity_peak = max(self.sm_activity_peak, sm_activity)
+            if sm_activity > self.sm_activity_peak:
+                self.sm_activity_peak = sm_activity
+
+    def merge(self, other: WorkloadStatsDelta) -> None:
+        """Add ``other``'s observations (seconds, histograms, peaks), not its model,
+        count or last-seen."""
+        self.observed_seconds += other.observed_seconds
+        for mine, theirs in (
+            (self.memory_seconds, other.memory_seconds),
+            (self.sm_activity_seconds, other.sm_activity_seconds),
+        ):
+            for bucket, seconds in theirs.items():
+                mine[bucket] = mine.get(bucket, 0.0) + seconds
+        self.memory_peak_bytes = max(self.memory_peak_bytes, other.memory_peak_bytes)
+        self.sm_activity_peak = max(self.sm_activity_peak, other.sm_activity_peak)
 
 
 @dataclass(slots=True)
