@@ -44,6 +44,17 @@ class IngestSettings:
     past_tolerance_seconds: float = 7 * 24 * 3600.0
     #: samples are held this long (event time) per GPU so late ones apply in order
     reorder_window_seconds: float = 30.0
+    #: ready samples are applied (accounted, committed to the ledger) this often (wall
+    #: clock): ledger figures trail the newest samples by up to the reorder window plus
+    #: this; shorter costs more CPU (each apply rewrites a row per GPU and per workload)
+    apply_interval_seconds: float = 15.0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.apply_interval_seconds <= 300:
+            raise ConfigError(
+                "ingest.apply_interval_seconds: must be > 0 and <= 300, "
+                f"got {self.apply_interval_seconds}"
+            )
 
 
 @dataclass(frozen=True)

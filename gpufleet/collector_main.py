@@ -40,7 +40,9 @@ log = logging.getLogger("gpufleet.collector")
 #: how often (wall seconds) ready samples are applied and committed: one commit's cost
 #: grows with the GPUs it touches, not the samples, so a few seconds keeps a 10k-GPU
 #: ledger at a few % of a core (bench/collector_throughput.py)
-APPLY_EVERY_SECONDS = 5.0
+#: how often evaluation (when due) and alerting run; applying has its own setting
+#: (ingest.apply_interval_seconds)
+CHECK_EVERY_SECONDS = 5.0
 PRUNE_EVERY_SECONDS = 6 * 3600.0
 
 
@@ -72,15 +74,21 @@ class Collector:
     #: chat notifications and auto-release (settings.notifications, settings.actions)
     alerting: Alerting | None = None
 
-    def start_jobs(self, apply_every_seconds: float = APPLY_EVERY_SECONDS) -> None:
-        """APScheduler drives applying, recommendation evaluation and retention."""
+    def start_jobs(
+        self,
+        apply_every_seconds: float | None = None,
+        check_every_seconds: float = CHECK_EVERY_SECONDS,
+    ) -> None:
+        """APScheduler drives applying (every ``ingest.apply_interval_seconds`` unless
+        given), recommendation evaluation, alerting and retention."""
+        apply_every = apply_every_seconds or self.settings.ingest.apply_interval_seconds
         jobs: list[tuple[Callable[[], object], float, str]] = [
-            (self.pipeline.tick, apply_every_seconds, "apply"),
-            (self.pipeline.evaluate_if_due, apply_every_seconds, "evaluate"),
+            (self.pipeline.tick, apply_every, "apply"),
+            (self.pipeline.evaluate_if_due, check_every_seconds, "evaluate"),
             (self.prune, PRUNE_EVERY_SECONDS, "prune"),
         ]
         if self.alerting is not None:
-            jobs.append((self.alert, apply_every_seconds, "alerting"))
+            jobs.append((self.alert, check_every_seconds, "alerting"))
         for func, seconds, name in jobs:
             self.scheduler.add_job(
                 _logged(func, name), "interval", seconds=seconds, id=name,

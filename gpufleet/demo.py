@@ -204,7 +204,7 @@ def run(args: argparse.Namespace) -> int:
             demo.clock.run(args.speed)
             stop = threading.Event()
             threads = _start_agents(demo, stop)
-            demo.collector.start_jobs(apply_every_seconds=0.5)
+            demo.collector.start_jobs(apply_every_seconds=0.5, check_every_seconds=0.5)
             run_live(demo, args, stop)
             stop.set()
             for thread in threads:
