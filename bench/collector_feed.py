@@ -7,6 +7,7 @@ up across threads; ``Timed.cpu_seconds`` is the CPU of the whole process over th
 
 from __future__ import annotations
 
+import math
 import queue
 import threading
 import time
@@ -16,15 +17,11 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, TypeVar
 
-from gpufleet.collector_main import APPLY_EVERY_SECONDS
-
 if TYPE_CHECKING:
     from collector.config import IngestSettings
     from collector.pipeline import Pipeline
 
 MAX_BODY_BYTES = 16 * 1024 * 1024
-#: the collector's apply job runs every this many (simulated) seconds
-APPLY_EVERY = round(APPLY_EVERY_SECONDS)
 T = TypeVar("T")
 
 
@@ -44,6 +41,9 @@ class Timed:
     #: memory growth at the end of the run, before the final flush
     rss_growth_bytes: int = 0
     traced_bytes: int | None = None
+    #: called once the last batch is in, before that second's tick: the most samples
+    #: are buffered then (the memory measurements)
+    at_last_arrival: Callable[[], None] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def charge(self, stage: str, work: Callable[[], T]) -> T:
@@ -77,22 +77,32 @@ Arrivals = list[list[tuple[bytes, int]]]
 def feed_one_caller(
     pipeline: Pipeline, ingest: IngestSettings, timed: Timed, arrivals: Arrivals, clock: SimClock
 ) -> None:
-    """One thread: each second's batches one after another; every ``APPLY_EVERY`` seconds
-    (and after the last), the scheduler's tick."""
+    """One thread: each second's batches one after another; every
+    ``ingest.apply_interval_seconds`` the scheduler's tick (see ``with_drain``)."""
     start = clock.now
-    for second, batches in enumerate(arrivals):
+    for second, batches in enumerate(with_drain(arrivals, ingest)):
         now = clock.now = start + second + 1.0
         for body, samples in batches:
             feed(pipeline, ingest, timed, body, now)
             timed.samples += samples
             timed.batches += 1
-        if _apply_due(second, len(arrivals)):
+        if second + 1 == len(arrivals) and timed.at_last_arrival is not None:
+            timed.at_last_arrival()
+        if _apply_due(second, ingest):
             scheduled(pipeline, timed, now)
 
 
-def _apply_due(second: int, seconds: int) -> bool:
-    """Whether the apply job runs at the end of ``second`` (0-based) of ``seconds``."""
-    return (second + 1) % APPLY_EVERY == 0 or second + 1 == seconds
+def with_drain(arrivals: Arrivals, ingest: IngestSettings) -> Arrivals:
+    """``arrivals`` and then seconds with no batches until the reorder window and one
+    apply interval have passed on the collector's clock: the last samples are applied by
+    regular ticks, as in a running collector, not all at once by a final flush."""
+    drain = math.ceil(ingest.reorder_window_seconds + ingest.apply_interval_seconds)
+    return [*arrivals, *([] for _ in range(drain))]
+
+
+def _apply_due(second: int, ingest: IngestSettings) -> bool:
+    """Whether the apply job runs at the end of ``second`` (0-based, simulated seconds)."""
+    return (second + 1) % max(1, round(ingest.apply_interval_seconds)) == 0
 
 
 def feed_callers(
@@ -104,8 +114,9 @@ def feed_callers(
     clock: SimClock,
 ) -> None:
     """``callers`` threads take each second's batches from one queue, as the app's thread
-    pool does; every ``APPLY_EVERY`` seconds a tick runs on the scheduler's thread while the
-    next seconds' batches arrive (one tick at a time, as APScheduler runs the apply job)."""
+    pool does; every ``ingest.apply_interval_seconds`` a tick runs on the scheduler's thread
+    while the next seconds' batches arrive (one tick at a time, as APScheduler runs the
+    apply job)."""
     work: queue.Queue[tuple[bytes, float] | None] = queue.Queue()
     failed: list[BaseException] = []
     threads = [threading.Thread(target=caller, args=(pipeline, ingest, timed, work, failed))
@@ -115,7 +126,7 @@ def feed_callers(
     start = clock.now
     with ThreadPoolExecutor(1, thread_name_prefix="scheduler") as scheduler:
         ticking: Future[None] | None = None
-        for second, batches in enumerate(arrivals):
+        for second, batches in enumerate(with_drain(arrivals, ingest)):
             now = clock.now = start + second + 1.0
             for body, samples in batches:
                 work.put((body, now))
@@ -124,7 +135,11 @@ def feed_callers(
             work.join()  # the second's batches are acknowledged: it is over
             if failed:
                 break
-            if not _apply_due(second, len(arrivals)):
+            if second + 1 == len(arrivals) and timed.at_last_arrival is not None:
+                if ticking is not None:
+                    ticking.result()
+                timed.at_last_arrival()
+            if not _apply_due(second, ingest):
                 continue
             if ticking is not None:
                 ticking.result()
@@ -155,8 +170,8 @@ def caller(
 
 
 def scheduled(pipeline: Pipeline, timed: Timed, now: float) -> None:
-    """What the scheduler's jobs do every ``APPLY_EVERY`` seconds: apply what is ready,
-    evaluate when due."""
+    """What the scheduler's jobs do every apply interval: apply what is ready, evaluate
+    when due."""
     timed.count_applied(timed.charge("tick", pipeline.tick))
     timed.charge("evaluate", partial(pipeline.evaluate_if_due, now))
 

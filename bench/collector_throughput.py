@@ -11,12 +11,14 @@ The fleet (bench/synthetic_fleet.py) is nodes of 8 GPUs sampled at 1 Hz; each no
 a gzipped batch every 5 s, as the agent does. Batches are built and encoded before the
 clock starts. Timed over ``--seconds`` simulated seconds: what the HTTP edge does per
 batch (gunzip + decode, validate_batch, Pipeline.ingest, which makes the batch durable in
-SQLite) and what the scheduler does every second (Pipeline.tick: apply, account, commit;
-Pipeline.evaluate_if_due: recommendations), then a final flush. With one caller
+SQLite) and what the scheduler does every ``ingest.apply_interval_seconds`` (``--apply-every``;
+Pipeline.tick: apply, account, commit; Pipeline.evaluate_if_due: recommendations), ticking
+on after the last batch until the reorder window has passed on the collector's clock, then a
+final flush (nothing left by then) and one evaluation of the whole fleet. With one caller
 (``--callers 1``) all of it runs on one thread, batch after batch. With N callers, N
 threads feed the second's batches to ``Pipeline.ingest`` at once, as the app's thread pool
 does under load from many agents (concurrent acks share a ledger transaction), while the
-tick for the previous second runs on a thread of its own. Either way the figure is
+tick runs on a thread of its own. Either way the figure is
 GPU-samples per CPU second of the whole process. The ledger is a real SQLite file in a
 temporary directory, synchronous=FULL (the default) and, for comparison, NORMAL
 (``--synchronous``).
@@ -42,11 +44,14 @@ from bench.collector_feed import SimClock, Timed, feed_callers, feed_one_caller
 from bench.harness import memory_bytes_of, print_table
 from bench.prometheus_baseline import PrometheusRun
 from bench.synthetic_fleet import SampleStream, build_gpus, gzipped_batches
+from collector.config import IngestSettings
 
 TARGET_SAMPLES_PER_SECOND = 50_000.0
 TARGET_BYTES_PER_GPU = 20_000.0
 T = TypeVar("T")
 STAGES = ("decode", "validate", "ingest", "tick", "evaluate")
+#: the collector's default ingest.apply_interval_seconds
+DEFAULT_APPLY_EVERY = IngestSettings().apply_interval_seconds
 
 
 def encode_fleet(gpus: int, seconds: int, start_unix: float) -> list[list[tuple[bytes, int]]]:
@@ -65,28 +70,40 @@ def run_collector(
     trace_memory: bool = False,
     synchronous: str = "FULL",
     callers: int = 1,
+    apply_every: float | None = None,
 ) -> Timed:
-    """Feed every batch through the real pipeline second by second; CPU charged per stage."""
-    from collector.config import CollectorSettings, LedgerSettings
+    """Feed every batch through the real pipeline second by second; CPU charged per stage.
+    ``apply_every``: the collector's ``ingest.apply_interval_seconds`` (None: default)."""
+    from collector.config import CollectorSettings, IngestSettings, LedgerSettings
     from gpufleet.collector_main import build_collector
 
     clock = SimClock(start_unix)
     ledger = LedgerSettings(url=str(work_dir / "ledger.db"), synchronous=synchronous)
-    settings = CollectorSettings(ledger=ledger)
+    ingest = (
+        IngestSettings()
+        if apply_every is None
+        else IngestSettings(apply_interval_seconds=apply_every)
+    )
+    settings = CollectorSettings(ledger=ledger, ingest=ingest)
     gc.collect()
     rss_before, _ = memory_bytes_of()
     if trace_memory:
         tracemalloc.start()
     collector = build_collector(settings, clock=clock, tokens=frozenset({"bench"}))
     pipeline, timed = collector.pipeline, Timed()
+
+    def measure_memory() -> None:
+        if trace_memory:
+            timed.traced_bytes = tracemalloc.get_traced_memory()[0]
+        timed.rss_growth_bytes = memory_bytes_of()[0] - rss_before
+
+    timed.at_last_arrival = measure_memory
     drive = feed_one_caller if callers == 1 else partial(feed_callers, callers)
     cpu = time.process_time()
     drive(pipeline, settings.ingest, timed, arrivals, clock)
     timed.cpu_seconds = time.process_time() - cpu
     if trace_memory:
-        timed.traced_bytes = tracemalloc.get_traced_memory()[0]
         tracemalloc.stop()
-    timed.rss_growth_bytes = memory_bytes_of()[0] - rss_before
     cpu = time.process_time()
     timed.applied += timed.charge("tick", partial(pipeline.tick, flush=True))
     # the scheduler evaluates once per evaluation interval (60 s); the first ran on an
@@ -105,6 +122,7 @@ class SizeResult:
     wall_seconds: float
     synchronous: str = "FULL"
     callers: int = 1
+    apply_every: float = DEFAULT_APPLY_EVERY
 
     @property
     def samples_per_second(self) -> float:
@@ -122,10 +140,12 @@ def measure_size(
     profile: bool,
     synchronous: str = "FULL",
     callers: int = 1,
+    apply_every: float = 15.0,
 ) -> SizeResult:
     start_unix = time.time() - seconds - 10
     arrivals = encode_fleet(gpus, seconds, start_unix)
-    run = partial(run_collector, arrivals, start_unix, synchronous=synchronous, callers=callers)
+    run = partial(run_collector, arrivals, start_unix, synchronous=synchronous, callers=callers,
+                  apply_every=apply_every)  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="bench-collector-") as tmp:
         wall = time.perf_counter()
         timed = profiled(lambda: run(Path(tmp))) if profile else run(Path(tmp))
@@ -134,7 +154,7 @@ def measure_size(
         with tempfile.TemporaryDirectory(prefix="bench-collector-mem-") as tmp:
             traced = run(Path(tmp), trace_memory=True)
         timed.traced_bytes = traced.traced_bytes
-    return SizeResult(gpus, timed, wall, synchronous, callers)
+    return SizeResult(gpus, timed, wall, synchronous, callers, apply_every)
 
 
 def profiled(work: Callable[[], T]) -> T:
@@ -169,6 +189,7 @@ def collector_row(r: SizeResult) -> dict[str, object]:
         "CPU by stage": stage_shares(t),
         "ledger synchronous": r.synchronous,
         "callers": r.callers,
+        "apply every s": f"{r.apply_every:g}",
         "acks per transaction": f"{t.batches / max(t.ack_groups, 1):.1f}",
     }
 
@@ -236,24 +257,27 @@ def run_benchmark(
     prometheus_sizes: list[int] | None = None,
     synchronous: tuple[str, ...] = ("FULL",),
     callers: tuple[int, ...] = (1, 8),
+    apply_every: tuple[float, ...] = (DEFAULT_APPLY_EVERY,),
 ) -> None:
     from bench.prometheus_baseline import prometheus_binary, run_prometheus
 
     print(
         f"Collector throughput: {seconds} simulated seconds at 1 Hz, nodes of 8 GPUs, "
-        f"one batch per node every 5 s; sizes {sizes}; callers {list(callers)}"
+        f"one batch per node every 5 s; sizes {sizes}; callers {list(callers)}; "
+        f"applied every {list(apply_every)} s"
     )
-    first = (synchronous[0], callers[0])
+    first = (synchronous[0], callers[0], apply_every[0])
     results = [
         measure_size(
-            n, seconds, n in trace_sizes and (sync, k) == first, profile and k == 1, sync, k
+            n, seconds, n in trace_sizes and (sync, k, a) == first, profile and k == 1, sync, k, a
         )
         for n in sizes
+        for a in apply_every
         for sync in synchronous
         for k in callers
     ]
     report_collector(results)
-    results = [r for r in results if (r.synchronous, r.callers) == first]
+    results = [r for r in results if (r.synchronous, r.callers, r.apply_every) == first]
     binary = prometheus_binary()
     if prometheus_seconds <= 0:
         print("\nPrometheus: skipped (--prometheus-seconds 0)")
@@ -306,6 +330,14 @@ def main(argv: list[str] | None = None) -> int:
         help="threads feeding Pipeline.ingest at once (1: ingest and tick on one thread)",
     )
     parser.add_argument(
+        "--apply-every",
+        type=float,
+        nargs="+",
+        default=[DEFAULT_APPLY_EVERY],
+        metavar="SECONDS",
+        help="the collector's ingest.apply_interval_seconds to run (default: its default)",
+    )
+    parser.add_argument(
         "--profile", action="store_true", help="print cProfile hot spots (one-caller runs)"
     )
     parser.add_argument("--quick", action="store_true", help="tiny sizes (the smoke test)")
@@ -328,6 +360,7 @@ def main(argv: list[str] | None = None) -> int:
             args.profile,
             synchronous=tuple(args.synchronous),
             callers=tuple(args.callers),
+            apply_every=tuple(args.apply_every),
         )
     return 0
 
