@@ -14,7 +14,9 @@ batch (gunzip + decode, validate_batch, Pipeline.ingest, which makes the batch d
 SQLite) and what the scheduler does every ``ingest.apply_interval_seconds`` (``--apply-every``;
 Pipeline.tick: apply, account, commit; Pipeline.evaluate_if_due: recommendations), ticking
 on after the last batch until the reorder window has passed on the collector's clock, then a
-final flush (nothing left by then) and one evaluation of the whole fleet. With one caller
+final flush (nothing left by then). ``evaluate_if_due`` evaluates the recommendations
+once per 60 s of simulated time: the first on an empty fleet, the next (the drain makes
+every run long enough) on the whole fleet. With one caller
 (``--callers 1``) all of it runs on one thread, batch after batch. With N callers, N
 threads feed the second's batches to ``Pipeline.ingest`` at once, as the app's thread pool
 does under load from many agents (concurrent acks share a ledger transaction), while the
@@ -106,9 +108,6 @@ def run_collector(
         tracemalloc.stop()
     cpu = time.process_time()
     timed.applied += timed.charge("tick", partial(pipeline.tick, flush=True))
-    # the scheduler evaluates once per evaluation interval (60 s); the first ran on an
-    # empty fleet, so charge one over the whole fleet as well
-    timed.charge("evaluate", partial(pipeline.evaluate, clock.now))
     timed.cpu_seconds += time.process_time() - cpu
     timed.ack_groups = pipeline.recorder.groups
     pipeline.ledger.close()
@@ -299,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
         "--seconds",
         type=int,
         default=45,
-        help="simulated seconds per size (> the 30 s reorder window)",
+        help="simulated seconds of batches per size (then ticks until all is applied)",
     )
     parser.add_argument(
         "--prometheus-seconds",

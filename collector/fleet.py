@@ -14,6 +14,7 @@ for the 30 s window, so this is most of the collector's memory per GPU.
 from __future__ import annotations
 
 import bisect
+import math
 import operator
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -133,20 +134,39 @@ class TrackedGpu:
 
     def buffer(self, sample: GpuSample) -> bool:
         """Queue a sample; False when it is older than what was already applied (too late)."""
-        ts = sample.timestamp
-        if self.last is not None and ts <= self.last.timestamp:
-            return False
-        if sample.dram_activity is not None:
-            self.dram_seen = True
-        reading = self.reading(sample)
-        queue = self._buffer
-        if not queue or ts >= queue[-1].timestamp:
-            queue.append(reading)  # the usual case: samples arrive in order
-        else:
-            bisect.insort_right(queue, reading, key=_timestamp)
-        if self.newest is None or ts > self.newest.timestamp:
-            self.newest = reading
-        return True
+        return self.buffer_all((sample,))[0] == 1
+
+    def buffer_all(self, samples: Iterable[GpuSample]) -> tuple[int, float]:
+        """Queue this GPU's samples of a batch; those older than what was already applied
+        are too late and dropped. Returns how many were queued and the newest queued
+        timestamp (-inf when none)."""
+        applied = self.last.timestamp if self.last is not None else -math.inf
+        newest = self.newest
+        newest_ts = newest.timestamp if newest is not None else -math.inf
+        queue, holders = self._buffer, self._holders
+        accepted, batch_newest = 0, -math.inf
+        for sample in samples:
+            ts = sample.timestamp
+            if ts <= applied:
+                continue
+            if sample.dram_activity is not None:
+                self.dram_seen = True
+            if holders is None or not holders.fit(sample):
+                holders = self._holders = Holders.of(sample)
+            reading = Reading(ts, sample.sm_activity, sample.dram_activity, sample.power_watts,
+                              sample.energy_joules, sample.memory_used_bytes,
+                              sample.memory_total_bytes, sample.healthy, holders)  # fmt: skip
+            if not queue or ts >= queue[-1].timestamp:
+                queue.append(reading)  # the usual case: samples arrive in order
+            else:
+                bisect.insort_right(queue, reading, key=_timestamp)
+            if ts > newest_ts:
+                newest_ts, newest = ts, reading
+            if ts > batch_newest:
+                batch_newest = ts
+            accepted += 1
+        self.newest = newest
+        return accepted, batch_newest
 
     def reading(self, sample: GpuSample) -> Reading:
         """The slim reading of ``sample``, sharing this GPU's current holders if they fit."""

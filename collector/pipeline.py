@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import logging
-import math
 import threading
 import time
 from collections.abc import Callable, Collection
@@ -104,21 +103,25 @@ class Pipeline:
         self._node_labels[batch.node] = dict(batch.node_labels)
         for info in batch.gpus:
             self._track(info, batch.node)
-        newest: dict[str, float] = {}
-        accepted = 0
+        by_gpu: dict[str, list[GpuSample]] = {}
         for sample in batch.samples:
-            gpu = self._gpus.get(sample.gpu_uuid)
-            if gpu is None or not gpu.buffer(sample):
-                self.stats.count_late()
-                continue
-            accepted += 1
-            uuid, ts = sample.gpu_uuid, sample.timestamp
-            if ts > newest.get(uuid, -math.inf):
-                newest[uuid] = ts
-        for uuid, ts in newest.items():
-            heapq.heappush(self._waiting.setdefault(uuid, []), (ts, batch_id))
-        if newest:
-            self._pending[batch_id] = len(newest)
+            group = by_gpu.get(sample.gpu_uuid)
+            if group is None:
+                by_gpu[sample.gpu_uuid] = [sample]
+            else:
+                group.append(sample)
+        accepted = gpus = 0
+        for uuid, samples in by_gpu.items():
+            gpu = self._gpus.get(uuid)
+            queued, newest = gpu.buffer_all(samples) if gpu is not None else (0, 0.0)
+            if queued:
+                accepted += queued
+                gpus += 1
+                heapq.heappush(self._waiting.setdefault(uuid, []), (newest, batch_id))
+        if accepted < len(batch.samples):
+            self.stats.count_late(len(batch.samples) - accepted)
+        if gpus:
+            self._pending[batch_id] = gpus
         else:
             self._done.append(batch_id)
         return accepted
