@@ -243,7 +243,8 @@ class TrackedGpu:
                     prev_activity if gap_ok else Activity.UNKNOWN, joules, estimated,
                     prev.holders.shares, prev.memory_used_bytes, prev.sm_activity,
                 ))  # fmt: skip
-            self._follow_episode(reading, activity, prev, gap_ok, out)
+            if self.episode_start is not None or activity is Activity.IDLE:
+                self._follow_episode(reading, activity, prev, gap_ok, out)
             prev, prev_activity = reading, activity
             samples.append(reading)
         if prev is not None:

@@ -59,24 +59,21 @@ def batch_is_clean(batch: Batch, now: float, settings: IngestSettings) -> bool:
         known.add(info.uuid)
     oldest = now - settings.past_tolerance_seconds
     newest = now + settings.future_tolerance_seconds
-    for sample in batch.samples:
+    inf = math.inf
+    for sample in batch.samples:  # the hot path: the value loops are inline, not calls
         ts = sample.timestamp
-        if (
-            sample.gpu_uuid not in known
-            or not isfinite(ts)
-            or not oldest <= ts <= newest
-            or not _all_ratios(_RATIOS(sample))
-            or not _all_non_negative(_NON_NEGATIVES(sample))
-            or not _all_finite(_FINITES(sample))
-            or (sample.processes and not _processes_ok(sample.processes))
-        ):
+        if sample.gpu_uuid not in known or not isfinite(ts) or not oldest <= ts <= newest:
             return False
-    return True
-
-
-def _all_ratios(values: tuple[float | None, ...]) -> bool:
-    for v in values:  # noqa: SIM110 - a loop, not all(<generator>): this is the hot path
-        if v is not None and not 0.0 <= v <= 1.0:  # NaN fails both comparisons
+        for v in _RATIOS(sample):
+            if v is not None and not 0.0 <= v <= 1.0:  # NaN fails both comparisons
+                return False
+        for v in _NON_NEGATIVES(sample):
+            if v is not None and not 0 <= v < inf:
+                return False
+        for v in _FINITES(sample):
+            if v is not None and not -inf < v < inf:
+                return False
+        if sample.processes and not _processes_ok(sample.processes):
             return False
     return True
 
@@ -84,13 +81,6 @@ def _all_ratios(values: tuple[float | None, ...]) -> bool:
 def _all_non_negative(values: tuple[float | None, ...]) -> bool:
     for v in values:  # noqa: SIM110 - a loop, not all(<generator>): this is the hot path
         if v is not None and not 0 <= v < math.inf:  # NaN fails both comparisons
-            return False
-    return True
-
-
-def _all_finite(values: tuple[float | None, ...]) -> bool:
-    for v in values:  # noqa: SIM110 - a loop, not all(<generator>): this is the hot path
-        if v is not None and not isfinite(v):
             return False
     return True
 
