@@ -24,6 +24,7 @@ import msgspec
 from agent.model import GpuInfo, GpuSample, ProcessSample, Workload
 from collector.energy import interval_energy, split_mig_energy, workload_ref, workload_shares
 from collector.idle import classify_activity
+from collector.idle_run import IdleRun
 from collector.records import Activity, GpuState, GpuView, IdleEpisode, Interval, WorkloadRef
 
 
@@ -127,23 +128,28 @@ class TrackedGpu:
     _holders: Holders | None = None
     #: (dram_seen, threshold, activity) of ``last``, so a reading is classified once
     _last_activity: tuple[bool, float, Activity] | None = None
+    #: the idle run as of the newest reading (the view's ``idle_since``); None: rebuild it
+    _run: IdleRun | None = None
 
     @property
     def applied_until(self) -> float:
         return self.last.timestamp if self.last is not None else float("-inf")
 
-    def buffer(self, sample: GpuSample) -> bool:
+    def buffer(self, sample: GpuSample, rules: FleetRules | None = None) -> bool:
         """Queue a sample; False when it is older than what was already applied (too late)."""
-        return self.buffer_all((sample,))[0] == 1
+        return self.buffer_all((sample,), rules)[0] == 1
 
-    def buffer_all(self, samples: Iterable[GpuSample]) -> tuple[int, float]:
+    def buffer_all(
+        self, samples: Iterable[GpuSample], rules: FleetRules | None = None
+    ) -> tuple[int, float]:
         """Queue this GPU's samples of a batch; those older than what was already applied
         are too late and dropped. Returns how many were queued and the newest queued
-        timestamp (-inf when none)."""
+        timestamp (-inf when none). With ``rules``, the idle run follows them."""
         applied = self.last.timestamp if self.last is not None else -math.inf
         newest = self.newest
         newest_ts = newest.timestamp if newest is not None else -math.inf
         queue, holders = self._buffer, self._holders
+        run = self._run if self._run is not None and self._run.rules == rules else None
         accepted, batch_newest = 0, -math.inf
         for sample in samples:
             ts = sample.timestamp
@@ -158,14 +164,20 @@ class TrackedGpu:
                               sample.memory_total_bytes, sample.healthy, holders)  # fmt: skip
             if not queue or ts >= queue[-1].timestamp:
                 queue.append(reading)  # the usual case: samples arrive in order
+                if run is None or run.dram_seen != self.dram_seen:
+                    run = None  # the view rebuilds it
+                elif ts > run.last:
+                    run.follow(ts, holders.key, self._is_idle(reading, run.rules))
             else:
                 bisect.insort_right(queue, reading, key=_timestamp)
+                run = None  # out of order: the view rebuilds the run
             if ts > newest_ts:
                 newest_ts, newest = ts, reading
             if ts > batch_newest:
                 batch_newest = ts
             accepted += 1
         self.newest = newest
+        self._run = run
         return accepted, batch_newest
 
     def reading(self, sample: GpuSample) -> Reading:
@@ -189,6 +201,7 @@ class TrackedGpu:
         """Resume after a restart from the cursor's last applied sample and open episode."""
         self.last = self.newest = self.reading(last)
         self.episode_start, self.episode_workload = episode_start, episode
+        self._run = None
 
     @property
     def buffered(self) -> int:
@@ -307,7 +320,34 @@ class TrackedGpu:
                 state = GpuState.ACTIVE
             elif activity is Activity.IDLE:
                 state = GpuState.ALLOCATED_IDLE if reading.holders.refs else GpuState.UNALLOCATED
-        return self._view(state, reading, self.episode_start if state in _IDLE_STATES else None)
+        idle_since = self._idle_since(reading, rules) if state in _IDLE_STATES else None
+        return self._view(state, reading, idle_since)
+
+    def _idle_since(self, newest: Reading, rules: FleetRules) -> float | None:
+        """When the idle run ending at ``newest`` (idle) began, counting buffered readings:
+        followed as readings arrive in order; rebuilt from the applied state and the buffer
+        after one arrived out of order or the GPU's classification changed."""
+        run = self._run
+        if (
+            run is None
+            or run.rules != rules
+            or run.dram_seen != self.dram_seen
+            or run.last != newest.timestamp
+        ):
+            run = self._run = self._rebuild_run(rules)
+        return run.start
+
+    def _rebuild_run(self, rules: FleetRules) -> IdleRun:
+        """The idle run from the last applied reading (its open episode) through the buffer."""
+        last = self.last.timestamp if self.last is not None else -math.inf
+        run = IdleRun(rules, self.dram_seen, last, self.episode_start, self.episode_workload)
+        for reading in self._buffer:
+            if reading.timestamp > run.last:  # an equal timestamp is dropped when applied
+                run.follow(reading.timestamp, reading.holders.key, self._is_idle(reading, rules))
+        return run
+
+    def _is_idle(self, reading: Reading, rules: FleetRules) -> bool:
+        return self._classify(reading, rules.idle_threshold) is Activity.IDLE
 
     def _view(self, state: GpuState, r: Reading | None, idle_since: float | None) -> GpuView:
         return GpuView(

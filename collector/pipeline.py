@@ -113,7 +113,7 @@ class Pipeline:
         accepted = gpus = 0
         for uuid, samples in by_gpu.items():
             gpu = self._gpus.get(uuid)
-            queued, newest = gpu.buffer_all(samples) if gpu is not None else (0, 0.0)
+            queued, newest = gpu.buffer_all(samples, self.rules) if gpu is not None else (0, 0.0)
             if queued:
                 accepted += queued
                 gpus += 1

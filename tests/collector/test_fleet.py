@@ -105,6 +105,47 @@ def test_the_view_is_unknown_once_the_newest_sample_is_stale() -> None:
     assert gpu.view(T0 + 41, RULES).idle_since is None
 
 
+def held(ts: range, sm: float = 0.0) -> list[GpuSample]:
+    return [sample(t, sm=sm, holders=(POD_A,)) for t in ts]
+
+
+def test_a_burst_still_in_the_reorder_buffer_restarts_the_idle_run() -> None:
+    """Idle 0..1800 s is applied; a 10 s burst and 20 s of idle after it are still buffered:
+    the GPU has been idle for 20 s, not 30 min (the burst would otherwise be seen only a
+    window later, and a release could open early)."""
+    gpu = new_gpu()
+    feed(gpu, held(range(0, 1810, 10)))
+    assert gpu.episode_start == T0
+    for s in [*held(range(1810, 1820, 10), sm=0.9), *held(range(1820, 1850, 10))]:
+        assert gpu.buffer(s)
+    view = gpu.view(T0 + 1840, RULES)
+    assert view.state is GpuState.ALLOCATED_IDLE and view.idle_since == T0 + 1820
+    gpu.apply_ready(RULES, flush=True)  # once applied, the episode says the same
+    assert gpu.view(T0 + 1840, RULES).idle_since == gpu.episode_start == T0 + 1820
+
+
+def test_buffered_idle_readings_continuing_the_open_episode_keep_its_start() -> None:
+    gpu = new_gpu()
+    feed(gpu, held(range(0, 600, 10)))
+    for s in held(range(600, 640, 10)):
+        assert gpu.buffer(s)
+    assert gpu.view(T0 + 630, RULES).idle_since == T0
+
+
+def test_idle_readings_only_in_the_buffer_give_the_run_start_and_a_gap_restarts_it() -> None:
+    gpu = new_gpu()
+    feed(gpu, held(range(0, 100, 10), sm=0.9))  # active, applied: no episode
+    for s in held(range(100, 130, 10)):
+        assert gpu.buffer(s)
+    assert gpu.view(T0 + 120, RULES).idle_since == T0 + 100
+    for s in held(range(200, 220, 10)):  # 80 s without a sample (stale after 30 s)
+        assert gpu.buffer(s)
+    assert gpu.view(T0 + 210, RULES).idle_since == T0 + 200
+    holder_b = sample(220, holders=(POD_B,))
+    assert gpu.buffer(holder_b)
+    assert gpu.view(T0 + 220, RULES).idle_since == T0 + 220  # a new holder: a new run
+
+
 def test_a_counter_reset_falls_back_to_power_and_is_marked_estimated() -> None:
     gpu = new_gpu()
     applied = feed(gpu, [sample(0, joules=5000.0), sample(10, joules=20.0)])
