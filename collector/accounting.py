@@ -7,6 +7,7 @@ label, else ``carbon.node_regions``, else the default region) or an hourly feed.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 
@@ -18,7 +19,7 @@ from collector.config import CarbonSettings
 from collector.cost import PriceBook, canonical_model
 from collector.fleet import Applied, TrackedGpu
 from collector.ledger_records import GpuRecord, LedgerWrite, WorkloadStatsDelta
-from collector.records import HOUR_SECONDS, Usage, WorkloadRef
+from collector.records import HOUR_SECONDS, Interval, Usage, WorkloadRef
 from collector.usage import IntervalSums, workload_part
 
 log = logging.getLogger(__name__)
@@ -94,7 +95,7 @@ class Accountant:
         pue = self.carbon.pue
         hourly = self.feed is not None and region == self.carbon.region  # else constant
         run: _Run | None = None
-        for interval in applied.intervals:
+        for interval in _split_at_hours(applied.intervals):
             start = interval.start
             if (
                 run is None
@@ -179,6 +180,36 @@ class Accountant:
             self._registered.pop(uuid, None)
         for key in write.workloads:
             self._workload_refs.pop(key, None)
+
+
+def _split_at_hours(intervals: list[Interval]) -> list[Interval]:
+    """``intervals`` (one GPU's, in order) with each that crosses an hour boundary cut
+    there, seconds and energy shared pro rata, so every hour gets its own part (at 1 Hz
+    that is one interval per GPU-hour; after a long gap, the gap's unknown seconds)."""
+    if not intervals:
+        return intervals
+    first_hour_end = (math.floor(intervals[0].start / HOUR_SECONDS) + 1) * HOUR_SECONDS
+    if intervals[-1].end <= first_hour_end:  # the usual apply: all within one hour
+        return intervals
+    out: list[Interval] = []
+    for interval in intervals:
+        out.extend(_hour_parts(interval))
+    return out
+
+
+def _hour_parts(interval: Interval) -> list[Interval]:
+    start, end = interval.start, interval.end
+    boundary = (math.floor(start / HOUR_SECONDS) + 1) * HOUR_SECONDS
+    if end <= boundary:
+        return [interval]
+    parts, seconds, left = [], end - start, interval.energy_joules
+    while start < end:
+        stop = min(boundary, end)
+        # the last part takes what is left, so the parts add up to the interval exactly
+        joules = left if stop == end else interval.energy_joules * (stop - start) / seconds
+        parts.append(dataclasses.replace(interval, start=start, end=stop, energy_joules=joules))
+        start, boundary, left = stop, boundary + HOUR_SECONDS, left - joules
+    return parts
 
 
 class _Run:

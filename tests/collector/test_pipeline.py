@@ -160,6 +160,25 @@ def test_workloads_include_the_hour_a_range_starts_in(pipeline: Pipeline) -> Non
     assert report.usage.energy_joules == WATTS * 600  # hour granularity: the whole hour
 
 
+def test_an_interval_across_hours_is_split_between_them_pro_rata(pipeline: Pipeline) -> None:
+    """A sample 10 s before the hour and one 10 s after: 10 s and half the energy each side;
+    a 2 h silence from +1.5 h (unknown, its counter delta real) is shared by three hours."""
+    ingest(pipeline, batch(1, [*range(3570, 3600, 10), *range(3610, 3640, 10)]))
+    ingest(pipeline, batch(2, [5400, 12600, 12610]))
+    pipeline.tick(flush=True)
+
+    def hour(n: int) -> tuple[float, float, float]:
+        ((_, u),) = pipeline.ledger.usage_by_gpu(T0 + n * 3600, T0 + (n + 1) * 3600)
+        return u.active_seconds, u.unknown_seconds, u.energy_joules
+
+    assert hour(0) == (30.0, 0.0, WATTS * 30)  # 3570..3600: two intervals and a half
+    # 3600..3630 active; 3630..5400 and 5400..7200 unknown (gaps past stale_after)
+    assert hour(1) == (30.0, 1770.0 + 1800.0, WATTS * 3600)
+    assert hour(2) == (0.0, 3600.0, WATTS * 3600)
+    assert hour(3) == (10.0, 1800.0, WATTS * 1810)
+    assert energy(pipeline) == WATTS * (12610 - 3570)
+
+
 def test_an_episode_closed_while_a_report_is_built_counts_once(pipeline: Pipeline) -> None:
     """The pipeline takes its open episodes under its lock, then reads the ledger; a tick
     in between may commit the same episode as closed."""
