@@ -99,7 +99,9 @@ class Pipeline:
         )
         return msgspec.structs.replace(ack, status="accepted", samples_accepted=accepted)
 
-    def _buffer(self, batch_id: int, batch: Batch) -> int:
+    def _buffer(self, batch_id: int, batch: Batch, replay: bool = False) -> int:
+        """Buffer ``batch``'s samples; those too late are counted, except on ``replay``
+        after a restart (a pending batch's samples applied before the crash)."""
         self._node_labels[batch.node] = dict(batch.node_labels)
         for info in batch.gpus:
             self._track(info, batch.node)
@@ -118,7 +120,7 @@ class Pipeline:
                 accepted += queued
                 gpus += 1
                 heapq.heappush(self._waiting.setdefault(uuid, []), (newest, batch_id))
-        if accepted < len(batch.samples):
+        if accepted < len(batch.samples) and not replay:
             self.stats.count_late(len(batch.samples) - accepted)
         if gpus:
             self._pending[batch_id] = gpus
@@ -223,7 +225,7 @@ class Pipeline:
                     )
             replayed = 0
             for batch_id, body in self.ledger.pending_batches():
-                replayed += self._buffer(batch_id, _BATCH_DECODER.decode(body))
+                replayed += self._buffer(batch_id, _BATCH_DECODER.decode(body), replay=True)
             if replayed:
                 log.info("restored %d acknowledged samples not yet applied", replayed)
 
