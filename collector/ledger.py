@@ -193,8 +193,9 @@ class Ledger:
 
     def prune(self, now: float, retention_days: int) -> int:
         """Delete hourly rows and closed episodes older than ``retention_days``, resolved
-        or dismissed recommendations not updated since, and acks older than
-        ``ACK_RETENTION_SECONDS``; all-time totals stay. Returns the rows deleted."""
+        or dismissed recommendations not updated since, and ack ranges whose newest ack is
+        older than ``ACK_RETENTION_SECONDS``; all-time totals stay. Returns the rows
+        deleted."""
         with self._write() as conn:
             return prune(conn, now, retention_days)
 

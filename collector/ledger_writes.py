@@ -65,12 +65,7 @@ def insert_batch(
     sample_count: int,
 ) -> int | None:
     """Acknowledge ``ack`` = (node, boot_id, seq) and keep ``body`` pending; None if seen."""
-    cur = conn.execute(
-        "INSERT INTO acks (node, boot_id, seq, received_at) VALUES (?, ?, ?, ?) "
-        "ON CONFLICT DO NOTHING",
-        (*ack, received_at),
-    )
-    if cur.rowcount == 0:
+    if not _acknowledge(conn, *ack, received_at):
         return None
     cur = conn.execute(
         "INSERT INTO pending_batches (received_at, sample_count, body) VALUES (?, ?, ?)",
@@ -78,6 +73,37 @@ def insert_batch(
     )
     assert cur.lastrowid is not None
     return cur.lastrowid
+
+
+def _acknowledge(conn: sqlite3.Connection, node: str, boot: str, seq: int, at: float) -> bool:
+    """Add ``seq`` to the (node, boot) ack ranges; False when a range already holds it.
+
+    An agent sends its seqs in order, so the usual ack extends the boot's one range by one;
+    a seq never sent (a batch the agent dropped) leaves a gap, and one arriving late fills it
+    (merging the ranges on either side)."""
+    stream = (node, boot)
+    near = conn.execute(
+        "SELECT first_seq, last_seq, received_at FROM ack_ranges WHERE node = ? "
+        "AND boot_id = ? AND first_seq <= ? AND last_seq >= ?",
+        (*stream, seq + 1, seq - 1),
+    ).fetchall()
+    if any(first <= seq <= last for first, last, _ in near):
+        return False
+    below = next((first for first, last, _ in near if last == seq - 1), None)
+    above = next(((last, at_) for first, last, at_ in near if first == seq + 1), None)
+    key = "WHERE node = ? AND boot_id = ? AND first_seq = ?"
+    if below is not None:  # the usual ack: the next seq; it may also close a gap
+        last, at = (seq, at) if above is None else (above[0], max(at, above[1]))
+        conn.execute(f"UPDATE ack_ranges SET last_seq = ?, received_at = MAX(received_at, ?) "
+                     f"{key}", (last, at, *stream, below))  # fmt: skip
+        if above is not None:
+            conn.execute(f"DELETE FROM ack_ranges {key}", (*stream, seq + 1))
+    elif above is not None:
+        conn.execute(f"UPDATE ack_ranges SET first_seq = ?, received_at = MAX(received_at, ?) "
+                     f"{key}", (seq, at, *stream, seq + 1))  # fmt: skip
+    else:
+        conn.execute("INSERT INTO ack_ranges VALUES (?, ?, ?, ?, ?)", (*stream, seq, seq, at))
+    return True
 
 
 def apply_write(conn: sqlite3.Connection, write: LedgerWrite) -> None:
@@ -203,6 +229,7 @@ def prune(conn: sqlite3.Connection, now: float, retention_days: int) -> int:
             "AND updated_at < ?",
             (cutoff,),
         ),
-        ("DELETE FROM acks WHERE received_at < ?", (now - ACK_RETENTION_SECONDS,)),
+        # a range goes once its newest ack is that old (no batch of it can come back)
+        ("DELETE FROM ack_ranges WHERE received_at < ?", (now - ACK_RETENTION_SECONDS,)),
     )
     return sum(conn.execute(sql, args).rowcount for sql, args in statements)
