@@ -37,11 +37,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("gpufleet.collector")
 
-#: how often (wall seconds) ready samples are applied and committed: one commit's cost
-#: grows with the GPUs it touches, not the samples, so a few seconds keeps a 10k-GPU
-#: ledger at a few % of a core (bench/collector_throughput.py)
-#: how often evaluation (when due) and alerting run; applying has its own setting
-#: (ingest.apply_interval_seconds)
+#: how often (wall seconds) evaluation (when due) and alerting run; applying has its own
+#: setting, ingest.apply_interval_seconds (one commit's cost grows with the GPUs it
+#: touches, not the samples: bench/collector_throughput.py)
 CHECK_EVERY_SECONDS = 5.0
 PRUNE_EVERY_SECONDS = 6 * 3600.0
 
