@@ -38,7 +38,7 @@ class Timed:
     cpu_seconds: float = 0.0
     #: ledger transactions that acknowledged batches (one fsync each)
     ack_groups: int = 0
-    #: memory growth at the end of the run, before the final flush
+    #: memory growth once the last batch is in (``at_last_arrival``)
     rss_growth_bytes: int = 0
     traced_bytes: int | None = None
     #: called once the last batch is in, before that second's tick: the most samples

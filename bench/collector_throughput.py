@@ -76,7 +76,7 @@ def run_collector(
 ) -> Timed:
     """Feed every batch through the real pipeline second by second; CPU charged per stage.
     ``apply_every``: the collector's ``ingest.apply_interval_seconds`` (None: default)."""
-    from collector.config import CollectorSettings, IngestSettings, LedgerSettings
+    from collector.config import CollectorSettings, LedgerSettings
     from gpufleet.collector_main import build_collector
 
     clock = SimClock(start_unix)
