@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import tracemalloc
+
 import pytest
 
 from agent.model import GpuSample
@@ -10,8 +12,8 @@ from collector.web.series import SeriesBuffer
 T0 = 1_767_225_600.0  # a whole minute (2026-01-01T00:00:00Z)
 
 
-def sample(at: float, sm: float | None = 0.5, **fields: object) -> GpuSample:
-    return GpuSample(timestamp=at, gpu_uuid="GPU-a", sm_activity=sm, **fields)  # type: ignore[arg-type]
+def sample(at: float, sm: float | None = 0.5, gpu: str = "a", **fields: object) -> GpuSample:
+    return GpuSample(timestamp=at, gpu_uuid=f"GPU-{gpu}", sm_activity=sm, **fields)  # type: ignore[arg-type]
 
 
 def test_a_bucket_holds_means_of_activity_and_power_and_the_peak_of_memory() -> None:
@@ -60,3 +62,27 @@ def test_bad_resolution_is_refused() -> None:
         SeriesBuffer(resolution_seconds=0)
     with pytest.raises(ValueError, match="resolution"):
         SeriesBuffer(resolution_seconds=600, retention_seconds=60)
+
+
+def test_memory_per_gpu_is_fixed_whatever_the_samples() -> None:
+    """Two GPUs at 1 Hz: the buffer holds as much after 2 h as after 10 min (a ring of
+    retention / resolution slots), and less than 40 KB a GPU."""
+    series = SeriesBuffer(resolution_seconds=60, retention_seconds=3600)
+
+    def feed(seconds: range) -> int:
+        for t in seconds:
+            busy = sample(T0 + t, 0.5, power_watts=300.0, memory_used_bytes=t, gpu="a")
+            quiet = sample(T0 + t, 0.1, power_watts=90.0, memory_used_bytes=t, gpu="b")
+            series.add([busy, quiet])
+        return tracemalloc.get_traced_memory()[0]
+
+    tracemalloc.start()
+    try:
+        after_10_min = feed(range(0, 600))
+        after_2_h = feed(range(600, 7200))
+    finally:
+        tracemalloc.stop()
+    assert after_2_h <= after_10_min + 1_000  # no growth beyond noise
+    assert after_2_h < 2 * 40_000
+    (newest,) = series.points("GPU-a", T0 + 7140, T0 + 7200) or []
+    assert (newest.samples, newest.memory_used_bytes) == (60, 7199)
