@@ -209,6 +209,10 @@ class Ledger:
     def cursors(self) -> dict[str, GpuCursor]:
         return self._read(queries.cursors)
 
+    def ping(self) -> None:
+        """One cheap read (the schema version); raises LedgerError when the ledger fails."""
+        self._read(lambda conn: conn.execute("SELECT MAX(version) FROM schema_version").fetchone())
+
     # -- queries --------------------------------------------------------------------------
 
     def gpus(self) -> list[GpuRecord]:

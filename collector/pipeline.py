@@ -315,7 +315,7 @@ class Pipeline:
 
     def health(self) -> HealthReport:
         try:
-            self.ledger.cursors()
+            self.ledger.ping()  # cheap: probes call this every few seconds
             ok, detail = True, ""
         except LedgerError as err:
             ok, detail = False, str(err)

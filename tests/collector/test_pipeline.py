@@ -115,6 +115,13 @@ def test_after_a_crash_restore_resumes_with_nothing_lost_and_nothing_twice(
     second.ledger.close()
 
 
+def test_health_says_when_the_ledger_fails(pipeline: Pipeline) -> None:
+    assert pipeline.health().ledger_ok
+    pipeline.ledger.close()
+    report = pipeline.health()
+    assert not report.ledger_ok and "closed" in report.detail
+
+
 def test_a_gzipped_body_is_kept_as_sent_and_replayed_after_a_crash(tmp_path: Path) -> None:
     db = tmp_path / "ledger.db"
     first = open_pipeline(db, T0 + 90)
