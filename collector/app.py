@@ -309,7 +309,10 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 
 
 class AccessLog:
-    """Logs method, path, status and duration of each request; never headers or queries."""
+    """Logs method, path, status and duration of each request; never headers or queries.
+
+    A request answered 2xx or 3xx is logged at DEBUG (every agent posts every few seconds:
+    thousands of lines a minute in a large fleet); 4xx and 5xx at INFO."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -329,5 +332,8 @@ class AccessLog:
         try:
             await self.app(scope, receive, sending)
         finally:
-            elapsed_ms = (time.perf_counter() - started) * 1000
-            log.info("%s %s %d %.1f ms", scope["method"], scope["path"], status[0], elapsed_ms)
+            level = logging.DEBUG if status[0] < 400 else logging.INFO
+            if log.isEnabledFor(level):
+                elapsed_ms = (time.perf_counter() - started) * 1000
+                log.log(level, "%s %s %d %.1f ms", scope["method"], scope["path"], status[0],
+                        elapsed_ms)  # fmt: skip

@@ -230,6 +230,17 @@ def test_a_failing_backend_is_503_and_the_agent_can_retry(
     assert post(client, body).json()["status"] == "accepted"
 
 
+def test_only_refused_requests_are_logged_at_info(
+    client: httpx.Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="collector.app")
+    assert post(client, encode_batch(make_batch())).status_code == 200
+    assert client.post("/v1/batches", content=b"{}").status_code == 401
+    lines = [r.getMessage() for r in caplog.records if r.name == "collector.app"]
+    assert not any("POST /v1/batches 200" in line for line in lines)
+    assert any("POST /v1/batches 401" in line for line in lines)
+
+
 def test_tokens_never_reach_the_log(client: httpx.Client, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
     post(client, encode_batch(make_batch()))
