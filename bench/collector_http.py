@@ -49,6 +49,7 @@ from bench.harness import (
     python_module,
     wait_for_http,
 )
+from bench.synthetic_fleet import BATCH_SECONDS
 
 TOKEN = "bench-token"
 HEADERS = {"Authorization": f"Bearer {TOKEN}", "Content-Encoding": "gzip",
@@ -60,6 +61,7 @@ class HttpRun:
     gpus: int
     posters: int
     synchronous: str
+    batch_seconds: int
     samples: int
     requests: int
     cpu_seconds: float
@@ -124,10 +126,11 @@ def floor_ms(base: str, pid: int) -> float:
 
 
 def run_http(
-    gpus: int, seconds: int, posters: int, synchronous: str, apply_every: float
-) -> HttpRun:
+    gpus: int, seconds: int, posters: int, synchronous: str, apply_every: float,
+    batch_seconds: int = BATCH_SECONDS,
+) -> HttpRun:  # fmt: skip
     start_unix = time.time() - 2 * seconds - 60  # every sample is past the 30 s window
-    arrivals = encode_fleet(gpus, seconds, start_unix)
+    arrivals = encode_fleet(gpus, seconds, start_unix, batch_seconds)
     warm, counted = arrivals[: seconds // 5], arrivals[seconds // 5 :]
     port = free_port()
     base = f"http://127.0.0.1:{port}"
@@ -148,7 +151,7 @@ def run_http(
             floor = floor_ms(base, collector.pid)
     samples = sum(n for arrival in counted for _, n in arrival)
     requests = sum(len(arrival) for arrival in counted)
-    return HttpRun(gpus, posters, synchronous, samples, requests, cpu, wall, floor)
+    return HttpRun(gpus, posters, synchronous, batch_seconds, samples, requests, cpu, wall, floor)
 
 
 def row(r: HttpRun) -> dict[str, object]:
@@ -156,6 +159,7 @@ def row(r: HttpRun) -> dict[str, object]:
         "GPUs": r.gpus,
         "posters": r.posters,
         "ledger synchronous": r.synchronous,
+        "batch s": r.batch_seconds,
         "GPU-samples": r.samples,
         "requests": r.requests,
         "collector CPU s": round(r.cpu_seconds, 2),
@@ -180,6 +184,13 @@ def main(argv: list[str] | None = None) -> int:
         default=DEFAULT_APPLY_EVERY,
         help="ingest.apply_interval_seconds (default: the collector's)",
     )
+    parser.add_argument(
+        "--batch-seconds",
+        type=int,
+        nargs="+",
+        default=[BATCH_SECONDS],
+        help="seconds of samples per batch (the agent's batch_interval_seconds)",
+    )
     parser.add_argument("--quick", action="store_true", help="tiny sizes (the smoke test)")
     args = parser.parse_args(argv)
     if args.quick:
@@ -187,11 +198,12 @@ def main(argv: list[str] | None = None) -> int:
         args.apply_every = 3.0
     print(
         f"Collector through HTTP: {args.seconds} simulated seconds at 1 Hz, nodes of 8 GPUs, "
-        f"one batch per node every 5 s; applied every {args.apply_every:g} s"
+        f"one batch per node every {args.batch_seconds} s; applied every {args.apply_every:g} s"
     )
     runs = [
-        run_http(n, args.seconds, k, sync, args.apply_every)
+        run_http(n, args.seconds, k, sync, args.apply_every, b)
         for n in args.sizes
+        for b in args.batch_seconds
         for sync in args.synchronous
         for k in args.posters
     ]

@@ -45,7 +45,7 @@ from typing import TypeVar
 from bench.collector_feed import SimClock, Timed, feed_callers, feed_one_caller
 from bench.harness import memory_bytes_of, print_table
 from bench.prometheus_baseline import PrometheusRun
-from bench.synthetic_fleet import SampleStream, build_gpus, gzipped_batches
+from bench.synthetic_fleet import BATCH_SECONDS, SampleStream, build_gpus, gzipped_batches
 from collector.config import IngestSettings
 
 TARGET_SAMPLES_PER_SECOND = 50_000.0
@@ -56,11 +56,13 @@ STAGES = ("decode", "validate", "ingest", "tick", "evaluate")
 DEFAULT_APPLY_EVERY = IngestSettings().apply_interval_seconds
 
 
-def encode_fleet(gpus: int, seconds: int, start_unix: float) -> list[list[tuple[bytes, int]]]:
+def encode_fleet(
+    gpus: int, seconds: int, start_unix: float, batch_seconds: int = BATCH_SECONDS
+) -> list[list[tuple[bytes, int]]]:
     """Gzipped batches per arrival second (built before any timing)."""
     arrivals: list[list[tuple[bytes, int]]] = [[] for _ in range(seconds)]
     stream = SampleStream(build_gpus(gpus), start_unix)
-    for second, body, samples in gzipped_batches(stream, seconds):
+    for second, body, samples in gzipped_batches(stream, seconds, batch_seconds):
         arrivals[second].append((body, samples))
     return arrivals
 

@@ -146,11 +146,13 @@ def _processes(gpu: FleetGpu, used: int, sm: float) -> tuple[ProcessSample, ...]
     )
 
 
-def gzipped_batches(stream: SampleStream, seconds: int) -> Iterator[tuple[int, bytes, int]]:
+def gzipped_batches(
+    stream: SampleStream, seconds: int, batch_seconds: int = BATCH_SECONDS
+) -> Iterator[tuple[int, bytes, int]]:
     """(arrival second, gzipped body as the agent sends it, samples) in arrival order.
 
-    Node k ships every BATCH_SECONDS, staggered by k so arrivals spread evenly; whatever
-    is left is shipped at the last second.
+    Node k ships every ``batch_seconds``, staggered by k so arrivals spread evenly;
+    whatever is left is shipped at the last second.
     """
     nodes: dict[str, list[FleetGpu]] = {}
     for gpu in stream.gpus:
@@ -163,7 +165,7 @@ def gzipped_batches(stream: SampleStream, seconds: int) -> Iterator[tuple[int, b
             buffers[gpu.node].append(sample)
         last = second == seconds - 1
         for k, name in enumerate(node_names):
-            due = (second + k) % BATCH_SECONDS == BATCH_SECONDS - 1
+            due = (second + k) % batch_seconds == batch_seconds - 1
             if buffers[name] and (due or last):
                 seqs[name] += 1
                 body = _body(stream, name, nodes[name], seqs[name], buffers[name], second)
