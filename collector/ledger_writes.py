@@ -82,10 +82,12 @@ def _acknowledge(conn: sqlite3.Connection, node: str, boot: str, seq: int, at: f
     a seq never sent (a batch the agent dropped) leaves a gap, and one arriving late fills it
     (merging the ranges on either side)."""
     stream = (node, boot)
+    # the range starting right after ``seq`` (if any) and the nearest one at or before it:
+    # two rows of the primary key, however many gaps the boot's seqs have
     near = conn.execute(
         "SELECT first_seq, last_seq, received_at FROM ack_ranges WHERE node = ? "
-        "AND boot_id = ? AND first_seq <= ? AND last_seq >= ?",
-        (*stream, seq + 1, seq - 1),
+        "AND boot_id = ? AND first_seq <= ? ORDER BY first_seq DESC LIMIT 2",
+        (*stream, seq + 1),
     ).fetchall()
     if any(first <= seq <= last for first, last, _ in near):
         return False
