@@ -11,6 +11,7 @@ carbon in grams CO2e, time in Unix seconds.
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -97,6 +98,8 @@ class WasteTotal:
     model: str
     idle_gpu_seconds: float
     waste: float
+    #: when the workload last held a GPU (event time); inf for the unallocated rows
+    last_seen: float = math.inf
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +113,8 @@ class EnergyTotal:
     carbon_grams: float
     #: the part of energy_joules integrated from power (GPUs without an energy counter)
     estimated_energy_joules: float = 0.0
+    #: when the workload last held a GPU (event time); inf for the unallocated row
+    last_seen: float = math.inf
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,6 +40,8 @@ from collector.records import (
 log = logging.getLogger(__name__)
 
 OPEN_STATUSES = (RecommendationStatus.OPEN, RecommendationStatus.NOTIFIED)
+#: a workload's counters leave /metrics this long after it last held a GPU
+WORKLOAD_SERIES_TTL_SECONDS = 3600.0
 _KIND_RANK = {"kubernetes_pod": 0, "slurm_job": 1, "manual": 2, "process": 3}
 
 Labels = tuple[str, ...]
@@ -78,7 +80,7 @@ class FleetExporter:
         now = self._clock()
         parts: dict[str, Callable[[], list[Metric]]] = {
             "fleet": lambda: fleet_families(self._backend.fleet(now), now),
-            "totals": lambda: totals_families(self._backend.fleet_totals()),
+            "totals": lambda: totals_families(self._backend.fleet_totals(), now),
             "recommendations": lambda: recommendation_families(
                 self._backend.recommendations(OPEN_STATUSES)
             ),
@@ -176,11 +178,19 @@ def primary_workload(workloads: Sequence[WorkloadRef]) -> WorkloadRef | None:
     return min(workloads, key=lambda w: (_KIND_RANK.get(w.kind, len(_KIND_RANK)), w.key))
 
 
-def totals_families(totals: FleetTotals) -> list[Metric]:
-    """Per-workload idle, waste, energy and carbon counters, and the ingest counters."""
+def totals_families(totals: FleetTotals, now: float) -> list[Metric]:
+    """Per-workload idle, waste, energy and carbon counters, and the ingest counters.
+
+    A workload's series go once it has held no GPU for ``WORKLOAD_SERIES_TTL_SECONDS``,
+    as kube-state-metrics drops a deleted pod's: every pod or job ever run would otherwise
+    stay a series of every scrape. Dashboards and rules read them with rate()/increase(),
+    which count a series over its life; the ledger keeps the totals (``/v1/workloads``)."""
+    cutoff = now - WORKLOAD_SERIES_TTL_SECONDS
     idle: dict[Labels, float] = defaultdict(float)
     waste: dict[Labels, float] = defaultdict(float)
     for row in totals.waste:
+        if row.last_seen < cutoff:
+            continue
         labels = (row.namespace, row.workload, row.team, row.model)
         idle[labels] += row.idle_gpu_seconds
         waste[(*labels, totals.currency)] += row.waste
@@ -188,6 +198,8 @@ def totals_families(totals: FleetTotals) -> list[Metric]:
     estimated: dict[Labels, float] = defaultdict(float)
     carbon: dict[Labels, float] = defaultdict(float)
     for item in totals.energy:
+        if item.last_seen < cutoff:
+            continue
         key = (item.namespace, item.workload, item.team)
         energy[key] += item.energy_joules
         estimated[key] += item.estimated_energy_joules

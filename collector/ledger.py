@@ -257,6 +257,10 @@ class Ledger:
     def model_usage(self, start: float, end: float) -> list[ModelUsage]:
         return self._read(lambda c: queries.model_usage(c, start, end))
 
+    def workload_last_seen(self) -> dict[str, float]:
+        """Workload key -> when it last held a GPU (event time; survives restarts)."""
+        return self._read(queries.workload_last_seen)
+
     def workload_models(self) -> dict[str, str]:
         """Workload key -> the GPU model it was last seen on (survives restarts)."""
         return self._read(queries.workload_models)

@@ -201,6 +201,12 @@ def model_usage(conn: sqlite3.Connection, start: float, end: float) -> list[Mode
     return [ModelUsage(*r) for r in rows]
 
 
+def workload_last_seen(conn: sqlite3.Connection) -> dict[str, float]:
+    """Workload key -> when it last held a GPU (event time)."""
+    rows = conn.execute("SELECT workload_key, last_seen FROM workload_stats")
+    return {str(key): float(seen) for key, seen in rows}
+
+
 def workload_models(conn: sqlite3.Connection) -> dict[str, str]:
     """Workload key -> the GPU model the ledger last saw it on."""
     rows = conn.execute("SELECT workload_key, gpu_model FROM workload_stats")

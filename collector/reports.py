@@ -76,6 +76,7 @@ def waste_totals(ledger: Ledger, models: dict[str, str]) -> list[WasteTotal]:
     by_workload = ledger.usage_totals_by_workload()
     if any(ref.key not in models for ref, _ in by_workload):
         models = {**ledger.workload_models(), **models}
+    seen = ledger.workload_last_seen()
     totals = [
         WasteTotal(
             namespace=ref.namespace,
@@ -84,6 +85,7 @@ def waste_totals(ledger: Ledger, models: dict[str, str]) -> list[WasteTotal]:
             model=models.get(ref.key, ""),
             idle_gpu_seconds=usage.idle_seconds,
             waste=usage.idle_cost,
+            last_seen=seen.get(ref.key, math.inf),
         )
         for ref, usage in by_workload
     ]
@@ -105,9 +107,10 @@ def waste_totals(ledger: Ledger, models: dict[str, str]) -> list[WasteTotal]:
 def energy_totals(ledger: Ledger) -> list[EnergyTotal]:
     """Energy (and its estimated part) and carbon since the ledger began per workload;
     unallocated energy as ""."""
+    seen = ledger.workload_last_seen()
     totals = [
         EnergyTotal(ref.namespace, ref.key, ref.team, u.energy_joules, u.carbon_grams,
-                    u.estimated_energy_joules)
+                    u.estimated_energy_joules, seen.get(ref.key, math.inf))
         for ref, u in ledger.usage_totals_by_workload()
     ]  # fmt: skip
     fleet = Usage()

@@ -16,7 +16,7 @@ from collector.api import EnergyTotal, FleetRates, FleetTotals, IngestCounters, 
 from collector.app import create_app
 from collector.catalogue import CATALOGUE, INFLUX, NOTIFY
 from collector.config import CollectorSettings, ServerSettings
-from collector.exporter import FleetExporter, RatesExporter
+from collector.exporter import WORKLOAD_SERIES_TTL_SECONDS, FleetExporter, RatesExporter
 from collector.influx import SinkCounters
 from collector.influx_hooks import InfluxSinkMetrics
 from collector.notify.stats import NotifyExporter, NotifyStats
@@ -160,6 +160,24 @@ def test_workload_totals_sum_rows_with_the_same_labels() -> None:
     assert value(found, "gpufleet_workload_carbon_grams_total", **pod) == 500
     fleet = {"k8s_namespace_name": "", "workload": "", "team": ""}
     assert value(found, "gpufleet_workload_estimated_energy_joules_total", **fleet) == 0
+
+
+def test_a_workload_gone_for_an_hour_leaves_the_counters_unallocated_rows_stay() -> None:
+    backend = fleet_backend()
+    old, recent = NOW - WORKLOAD_SERIES_TTL_SECONDS - 1, NOW - WORKLOAD_SERIES_TTL_SECONDS + 1
+    backend.totals = replace(backend.totals, waste=(
+        WasteTotal("ml", "pod:ml/done", "t", "H100", 60.0, 1.0, last_seen=old),
+        WasteTotal("ml", "pod:ml/running", "t", "H100", 60.0, 1.0, last_seen=recent),
+        WasteTotal("", "", "", "L4", 7200.0, 8.0),
+    ), energy=(
+        EnergyTotal("ml", "pod:ml/done", "t", 1.0, 1.0, last_seen=old),
+        EnergyTotal("ml", "pod:ml/running", "t", 1.0, 1.0, last_seen=recent),
+        EnergyTotal("", "", "", 7.2e6, 950.0),
+    ))  # fmt: skip
+    found = samples(scrape(backend))
+    for name in ("gpufleet_workload_waste_total", "gpufleet_workload_energy_joules_total"):
+        workloads = {dict(labels)["workload"] for labels in found[name]}
+        assert workloads == {"pod:ml/running", ""}, name
 
 
 def test_rates_are_waste_now_pue_and_intensity_per_region() -> None:

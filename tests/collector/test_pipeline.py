@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
+import math
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -113,6 +114,16 @@ def test_after_a_crash_restore_resumes_with_nothing_lost_and_nothing_twice(
     (usage,) = [u for _, u in second.ledger.usage_totals_by_workload()]
     assert usage.active_seconds == 290
     second.ledger.close()
+
+
+def test_fleet_totals_say_when_each_workload_last_held_a_gpu(pipeline: Pipeline) -> None:
+    ingest(pipeline, batch(1, range(0, 100, 10)))
+    pipeline.tick(flush=True)
+    totals = pipeline.fleet_totals()
+    [pod_energy] = [e for e in totals.energy if e.workload == POD.key]
+    [pod_waste] = [w for w in totals.waste if w.workload == POD.key]
+    assert pod_energy.last_seen == pod_waste.last_seen == T0 + 90  # its last interval's end
+    assert all(e.last_seen == math.inf for e in totals.energy if e.workload == "")
 
 
 def test_health_says_when_the_ledger_fails(pipeline: Pipeline) -> None:
