@@ -334,10 +334,10 @@ class Pipeline:
         )
 
     def fleet_totals(self) -> FleetTotals:
-        models = self.accountant.workload_models()
+        totals = reports.LedgerTotals.read(self.ledger, self.accountant.workload_models())
         return FleetTotals(
             currency=self.accountant.currency,
-            waste=tuple(reports.waste_totals(self.ledger, models)),
-            energy=tuple(reports.energy_totals(self.ledger)),
+            waste=tuple(reports.waste_totals(totals)),
+            energy=tuple(reports.energy_totals(totals)),
             ingest=self.stats.snapshot(),
         )

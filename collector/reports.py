@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 
 from collector.accounting import Accountant
 from collector.api import EnergyTotal, FleetRates, WasteTotal, WorkloadReport
-from collector.ledger import Ledger
-from collector.records import HOUR_SECONDS, GpuState, GpuView, IdleEpisode, Usage
+from collector.ledger import GpuRecord, Ledger
+from collector.records import HOUR_SECONDS, GpuState, GpuView, IdleEpisode, Usage, WorkloadRef
 
 IDLE_STATES = (GpuState.ALLOCATED_IDLE, GpuState.UNALLOCATED)
 
@@ -66,17 +67,32 @@ def _hour_of(ts: float) -> float:
     return math.floor(ts / HOUR_SECONDS) * HOUR_SECONDS
 
 
-def waste_totals(ledger: Ledger, models: dict[str, str]) -> list[WasteTotal]:
-    """Idle GPU-seconds and waste since the ledger began, per workload and for the
-    unallocated GPUs of each model (workload "").
+@dataclass(frozen=True, slots=True)
+class LedgerTotals:
+    """The ledger's all-time totals, read once for one set of counters (a scrape)."""
 
-    A workload's model is the one it was last seen on: ``models`` (this process's view),
-    else the ledger's right-sizing statistics, so workloads that ended before a restart
-    keep their model label."""
-    by_workload = ledger.usage_totals_by_workload()
-    if any(ref.key not in models for ref, _ in by_workload):
-        models = {**ledger.workload_models(), **models}
-    seen = ledger.workload_last_seen()
+    by_workload: list[tuple[WorkloadRef, Usage]]
+    by_gpu: list[tuple[GpuRecord, Usage]]
+    #: workload key -> when it last held a GPU
+    last_seen: dict[str, float]
+    #: workload key -> the GPU model it was last seen on
+    models: dict[str, str]
+
+    @classmethod
+    def read(cls, ledger: Ledger, models: dict[str, str]) -> LedgerTotals:
+        """A workload's model is the one it was last seen on: ``models`` (this process's
+        view), else the ledger's right-sizing statistics, so workloads that ended before a
+        restart keep their model label."""
+        by_workload = ledger.usage_totals_by_workload()
+        if any(ref.key not in models for ref, _ in by_workload):
+            models = {**ledger.workload_models(), **models}
+        return cls(by_workload, ledger.usage_totals_by_gpu(), ledger.workload_last_seen(), models)
+
+
+def waste_totals(ledger_totals: LedgerTotals) -> list[WasteTotal]:
+    """Idle GPU-seconds and waste since the ledger began, per workload and for the
+    unallocated GPUs of each model (workload "")."""
+    models, seen = ledger_totals.models, ledger_totals.last_seen
     totals = [
         WasteTotal(
             namespace=ref.namespace,
@@ -87,10 +103,10 @@ def waste_totals(ledger: Ledger, models: dict[str, str]) -> list[WasteTotal]:
             waste=usage.idle_cost,
             last_seen=seen.get(ref.key, math.inf),
         )
-        for ref, usage in by_workload
+        for ref, usage in ledger_totals.by_workload
     ]
     unallocated: dict[str, Usage] = {}
-    for gpu, usage in ledger.usage_totals_by_gpu():
+    for gpu, usage in ledger_totals.by_gpu:
         free = usage.idle_seconds - usage.allocated_idle_seconds
         if usage.idle_seconds <= 0 or free <= 0:
             continue
@@ -104,17 +120,17 @@ def waste_totals(ledger: Ledger, models: dict[str, str]) -> list[WasteTotal]:
     return totals
 
 
-def energy_totals(ledger: Ledger) -> list[EnergyTotal]:
+def energy_totals(ledger_totals: LedgerTotals) -> list[EnergyTotal]:
     """Energy (and its estimated part) and carbon since the ledger began per workload;
     unallocated energy as ""."""
-    seen = ledger.workload_last_seen()
+    seen = ledger_totals.last_seen
     totals = [
         EnergyTotal(ref.namespace, ref.key, ref.team, u.energy_joules, u.carbon_grams,
                     u.estimated_energy_joules, seen.get(ref.key, math.inf))
-        for ref, u in ledger.usage_totals_by_workload()
+        for ref, u in ledger_totals.by_workload
     ]  # fmt: skip
     fleet = Usage()
-    for _, usage in ledger.usage_totals_by_gpu():
+    for _, usage in ledger_totals.by_gpu:
         fleet.add(usage)
     allocated = Usage()
     for total in totals:
