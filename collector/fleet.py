@@ -148,7 +148,7 @@ class TrackedGpu:
         applied = self.last.timestamp if self.last is not None else -math.inf
         newest = self.newest
         newest_ts = newest.timestamp if newest is not None else -math.inf
-        queue, holders = self._buffer, self._holders
+        queue = self._buffer
         run = self._run if self._run is not None and self._run.rules == rules else None
         accepted, batch_newest = 0, -math.inf
         for sample in samples:
@@ -157,17 +157,13 @@ class TrackedGpu:
                 continue
             if sample.dram_activity is not None:
                 self.dram_seen = True
-            if holders is None or not holders.fit(sample):
-                holders = self._holders = Holders.of(sample)
-            reading = Reading(ts, sample.sm_activity, sample.dram_activity, sample.power_watts,
-                              sample.energy_joules, sample.memory_used_bytes,
-                              sample.memory_total_bytes, sample.healthy, holders)  # fmt: skip
+            reading = self.reading(sample)
             if not queue or ts >= queue[-1].timestamp:
                 queue.append(reading)  # the usual case: samples arrive in order
                 if run is None or run.dram_seen != self.dram_seen:
                     run = None  # the view rebuilds it
                 elif ts > run.last:
-                    run.follow(ts, holders.key, self._is_idle(reading, run.rules))
+                    run.follow(ts, reading.holders.key, self._is_idle(reading, run.rules))
             else:
                 bisect.insort_right(queue, reading, key=_timestamp)
                 run = None  # out of order: the view rebuilds the run
