@@ -25,7 +25,16 @@ from agent.model import GpuInfo, GpuSample, ProcessSample, Workload
 from collector.energy import interval_energy, split_mig_energy, workload_ref, workload_shares
 from collector.idle import classify_activity
 from collector.idle_run import IdleRun
-from collector.records import Activity, GpuState, GpuView, IdleEpisode, Interval, WorkloadRef
+from collector.records import (
+    IDLE,
+    UNKNOWN,
+    Activity,
+    GpuState,
+    GpuView,
+    IdleEpisode,
+    Interval,
+    WorkloadRef,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,7 +246,7 @@ class TrackedGpu:
         uuid, node, model = self.info.uuid, self.node, self.model
         intervals, samples = out.intervals, out.samples
         prev = self.last
-        prev_activity = Activity.UNKNOWN if prev is None else self._last_classified(prev, threshold)
+        prev_activity = UNKNOWN if prev is None else self._last_classified(prev, threshold)
         for reading in readings:
             ts = reading.timestamp
             if prev is not None and ts <= prev.timestamp:
@@ -249,10 +258,10 @@ class TrackedGpu:
                 joules, estimated = interval_energy(prev, reading)
                 intervals.append(Interval(  # positional: this runs once per sample
                     uuid, node, model, prev.timestamp, ts,
-                    prev_activity if gap_ok else Activity.UNKNOWN, joules, estimated,
+                    prev_activity if gap_ok else UNKNOWN, joules, estimated,
                     prev.holders.shares, prev.memory_used_bytes, prev.sm_activity,
                 ))  # fmt: skip
-            if self.episode_start is not None or activity is Activity.IDLE:
+            if self.episode_start is not None or activity is IDLE:
                 self._follow_episode(reading, activity, prev, gap_ok, out)
             prev, prev_activity = reading, activity
             samples.append(reading)
@@ -266,7 +275,7 @@ class TrackedGpu:
     ) -> None:  # fmt: skip
         """Close the open idle episode where ``reading`` ends it; open one where it is idle."""
         holder = reading.holders.key
-        idle = activity is Activity.IDLE
+        idle = activity is IDLE
         # a new holder ends the episode too: a pod placed on a GPU idle for an hour has
         # been idle for 0 s, and the hour before it came was not its waste
         if self.episode_start is not None and (
@@ -343,7 +352,7 @@ class TrackedGpu:
         return run
 
     def _is_idle(self, reading: Reading, rules: FleetRules) -> bool:
-        return self._classify(reading, rules.idle_threshold) is Activity.IDLE
+        return self._classify(reading, rules.idle_threshold) is IDLE
 
     def _view(self, state: GpuState, r: Reading | None, idle_since: float | None) -> GpuView:
         return GpuView(

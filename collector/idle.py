@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from math import isfinite
 from typing import Protocol
 
-from collector.records import Activity
+from collector.records import ACTIVE, IDLE, UNKNOWN, Activity
 
 
 class ActivityReading(Protocol):
@@ -41,7 +41,7 @@ def classify_activity(
     missing.
     """
     if not sample.healthy:
-        return Activity.UNKNOWN
+        return UNKNOWN
     sm = sample.sm_activity
     if sm is not None and not isfinite(sm):
         sm = None
@@ -49,10 +49,10 @@ def classify_activity(
     if dram is not None and not isfinite(dram):
         dram = None
     if (sm is not None and sm >= threshold) or (dram is not None and dram >= threshold):
-        return Activity.ACTIVE
+        return ACTIVE
     if sm is not None and (dram is not None or dram_unsupported):
-        return Activity.IDLE
-    return Activity.UNKNOWN
+        return IDLE
+    return UNKNOWN
 
 
 def zero_fraction(values: Sequence[float]) -> float:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from collector.carbon import carbon_grams
-from collector.records import HOUR_SECONDS, Activity, Interval, Usage, WorkloadRef
+from collector.records import ACTIVE, HOUR_SECONDS, IDLE, Interval, Usage, WorkloadRef
 
 
 def account_interval(
@@ -53,9 +53,9 @@ class IntervalSums:
         energy = interval.energy_joules
         energy = energy if energy > 0.0 else 0.0
         activity = interval.activity
-        if activity is Activity.ACTIVE:
+        if activity is ACTIVE:
             self.active_seconds += seconds
-        elif activity is Activity.IDLE:
+        elif activity is IDLE:
             self.idle_seconds += seconds
             self.idle_energy_joules += energy
         else:
