@@ -27,6 +27,7 @@ from collector.ingest_screen import (
     GPU_COUNT_FIELDS,
     NON_NEGATIVE_FIELDS,
     RATIO_FIELDS,
+    CheckedBatch,
     batch_is_clean,
 )
 
@@ -41,6 +42,7 @@ class _Versioned(msgspec.Struct):
 
 
 _BATCH_DECODER = msgspec.json.Decoder(Batch)
+_CHECKED_DECODER = msgspec.json.Decoder(CheckedBatch)
 _VERSION_DECODER = msgspec.json.Decoder(_Versioned)
 
 
@@ -109,20 +111,32 @@ def _too_large(max_bytes: int) -> IngestError:
 def parse_batch(data: bytes) -> Batch:
     """Decode JSON into a Batch; an unknown schema version is named before any field.
 
-    The body is decoded once, straight into a Batch. Only when that fails is the
-    ``schema_version`` probed, so a newer agent's batch (whose fields may have changed
-    shape) gets the clear "unsupported schema_version" answer, not a field error.
+    The body is decoded once, straight into a ``CheckedBatch`` (msgspec checks the value
+    ranges as it parses; ingest_screen). When that fails it is decoded again as a plain
+    Batch: a value out of range then decodes, and ``validate_batch`` names every bad value
+    with its GPU. Only when that fails too is the ``schema_version`` probed, so a newer
+    agent's batch (whose fields may have changed shape) gets the clear "unsupported
+    schema_version" answer, not a field error.
     """
     try:
-        batch = _BATCH_DECODER.decode(data)
-    except msgspec.ValidationError as err:
-        _check_schema_version(data)
-        raise _decode_error(err) from err
+        batch = _CHECKED_DECODER.decode(data)
+    except msgspec.ValidationError:
+        batch = _parse_plain(data)
     except msgspec.DecodeError as err:
         raise IngestError(422, f"body is not valid JSON: {err}") from err
     if batch.schema_version != SCHEMA_VERSION:
         raise _schema_error(batch.schema_version)
     return batch
+
+
+def _parse_plain(data: bytes) -> Batch:
+    try:
+        return _BATCH_DECODER.decode(data)
+    except msgspec.ValidationError as err:
+        _check_schema_version(data)
+        raise _decode_error(err) from err
+    except msgspec.DecodeError as err:  # past the point where the checked decode stopped
+        raise IngestError(422, f"body is not valid JSON: {err}") from err
 
 
 def _check_schema_version(data: bytes) -> None:

@@ -4,6 +4,13 @@ every field rule of ``collector/ingest.py:validate_batch``, with no messages.
 Most batches are clean, so the detailed walk that names each bad field (with its JSON path,
 value and GPU) runs only for a batch this screen refuses. Both read the field lists below;
 tests/collector/test_ingest.py checks that they agree.
+
+The value rules of samples and processes (ranges) are also msgspec constraints on
+``CheckedBatch``, the type ``ingest.parse_batch`` decodes into first: msgspec checks them
+while it parses, in C, so for a ``CheckedBatch`` the screen skips its per-value loops.
+(JSON has no NaN or infinity, and msgspec refuses a number beyond float range, so every
+float it decodes is finite.) A body that breaks a constraint is decoded again as a plain
+``Batch``, and the detailed walk names each bad value with its GPU.
 """
 
 from __future__ import annotations
@@ -11,8 +18,11 @@ from __future__ import annotations
 import math
 import operator
 from math import isfinite
+from typing import Annotated, Any, cast
 
-from agent.model import SCHEMA_VERSION, Batch, ProcessSample
+import msgspec
+
+from agent.model import SCHEMA_VERSION, Batch, GpuSample, ProcessSample
 from collector.config import IngestSettings
 
 RATIO_FIELDS = ("sm_activity", "sm_occupancy", "tensor_activity", "dram_activity")
@@ -36,6 +46,57 @@ _RATIOS = operator.attrgetter(*RATIO_FIELDS)
 _NON_NEGATIVES = operator.attrgetter(*NON_NEGATIVE_FIELDS)
 _FINITES = operator.attrgetter(*FINITE_FIELDS)
 _GPU_COUNTS = operator.attrgetter(*GPU_COUNT_FIELDS)
+PROCESS_NON_NEGATIVE_FIELDS = ("pid", "used_memory_bytes")
+PROCESS_RATIO_FIELDS = ("sm_share",)
+
+
+def _constrained(struct: type[Any], ratio: tuple[str, ...], non_negative: tuple[str, ...],
+                 nested: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
+    """``struct``'s field types with the screen's value rules as msgspec constraints."""
+    out: dict[str, Any] = {}
+    for f in msgspec.structs.fields(struct):
+        if f.name in nested:
+            out[f.name] = nested[f.name]
+            continue
+        if f.name not in ratio and f.name not in non_negative:
+            continue
+        (base,) = [t for t in getattr(f.type, "__args__", (f.type,)) if t is not type(None)]
+        meta = (msgspec.Meta(ge=0.0, le=1.0) if f.name in ratio
+                else msgspec.Meta(ge=0.0 if base is float else 0))  # fmt: skip
+        out[f.name] = Annotated[base, meta] | None
+    return out
+
+
+def _checked_subclass(struct: type[Any], name: str, types_: dict[str, Any]) -> type[Any]:
+    """A subclass of ``struct`` whose fields in ``types_`` are decoded with those types."""
+    fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
+    for f in msgspec.structs.fields(struct):
+        if f.name not in types_:
+            continue
+        if f.required:
+            fields.append((f.name, types_[f.name]))
+        elif f.default_factory is not msgspec.NODEFAULT:
+            fields.append(
+                (f.name, types_[f.name], msgspec.field(default_factory=f.default_factory))
+            )
+        else:
+            fields.append((f.name, types_[f.name], f.default))
+    return msgspec.defstruct(name, fields, bases=(struct,), module=__name__)
+
+
+CheckedProcessSample = cast(type[ProcessSample], _checked_subclass(
+    ProcessSample, "CheckedProcessSample",
+    _constrained(ProcessSample, PROCESS_RATIO_FIELDS, PROCESS_NON_NEGATIVE_FIELDS, {}),
+))  # fmt: skip
+CheckedGpuSample = cast(type[GpuSample], _checked_subclass(
+    GpuSample, "CheckedGpuSample",
+    _constrained(GpuSample, RATIO_FIELDS, NON_NEGATIVE_FIELDS,
+                 {"processes": tuple[CheckedProcessSample, ...]}),  # type: ignore[valid-type]
+))  # fmt: skip
+#: a Batch whose samples' (and processes') value ranges msgspec checked while decoding
+CheckedBatch = cast(type[Batch], _checked_subclass(
+    Batch, "CheckedBatch", {"samples": tuple[CheckedGpuSample, ...]},  # type: ignore[valid-type]
+))  # fmt: skip
 
 
 def batch_is_clean(batch: Batch, now: float, settings: IngestSettings) -> bool:
@@ -59,6 +120,12 @@ def batch_is_clean(batch: Batch, now: float, settings: IngestSettings) -> bool:
         known.add(info.uuid)
     oldest = now - settings.past_tolerance_seconds
     newest = now + settings.future_tolerance_seconds
+    if isinstance(batch, CheckedBatch):  # the decoder checked every value's range
+        for sample in batch.samples:
+            ts = sample.timestamp
+            if sample.gpu_uuid not in known or not oldest <= ts <= newest:
+                return False
+        return True
     inf = math.inf
     for sample in batch.samples:  # the hot path: the value loops are inline, not calls
         ts = sample.timestamp

@@ -23,7 +23,12 @@ from collector.ingest import (
     rejection_error,
     validate_batch,
 )
-from collector.ingest_screen import batch_is_clean
+from collector.ingest_screen import (
+    NON_NEGATIVE_FIELDS,
+    RATIO_FIELDS,
+    CheckedBatch,
+    batch_is_clean,
+)
 from tests.collector.test_app_fake import NOW, make_batch
 
 LIMIT = 1 << 20
@@ -37,8 +42,11 @@ def problems_of(batch: object) -> list[tuple[str, str]]:
 
 def test_a_gzipped_batch_decodes_to_the_same_batch() -> None:
     batch = make_batch()
-    assert decode_batch(gzip.compress(encode_batch(batch)), "gzip", LIMIT) == batch
-    assert decode_batch(encode_batch(batch), None, LIMIT) == batch
+    expected = msgspec.to_builtins(batch)
+    for body, coding in ((gzip.compress(encode_batch(batch)), "gzip"), (encode_batch(batch), None)):
+        decoded = decode_batch(body, coding, LIMIT)
+        assert isinstance(decoded, CheckedBatch)  # the decoder checked the value ranges
+        assert msgspec.to_builtins(decoded) == expected
 
 
 def test_concatenated_gzip_members_are_one_body() -> None:
@@ -276,6 +284,68 @@ def test_the_fast_check_and_the_detailed_walk_agree(
     fast_ok = batch_is_clean(batch, NOW, TOLERANCE)
     assert fast_ok == (list(_batch_problems(batch, NOW, TOLERANCE)) == [])
     assert fast_ok == (validate_batch(batch, NOW, TOLERANCE) == [])
+
+
+SCALAR_FIELDS = {  # field -> values of its own type, in range or not
+    f.name: [-1, 0, 7, 2**40] if "int" in str(f.type) else [-1.0, -0.0, 0.0, 0.5, 1.0, 1.5, 2e9]
+    for f in msgspec.structs.fields(GpuSample)
+    if f.name in NUMBER_FIELDS and "tuple" not in str(f.type) and f.name != "timestamp"
+}
+scalar_values = st.sampled_from(sorted(SCALAR_FIELDS)).flatmap(
+    lambda name: st.tuples(st.just(name), st.sampled_from(SCALAR_FIELDS[name]))
+)
+
+
+processes = st.sampled_from(
+    [ProcessSample(pid=7, sm_share=0.5, used_memory_bytes=2**30)] * 4  # mostly in range
+    + [ProcessSample(pid=0, sm_share=None), ProcessSample(pid=-1),
+       ProcessSample(pid=3, sm_share=2.0), ProcessSample(pid=3, sm_share=-1.0),
+       ProcessSample(pid=3, used_memory_bytes=-1)]
+)  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(scalar_values, min_size=1, max_size=2).map(dict), processes)
+def test_a_decoded_batch_gets_the_same_problems_as_the_plain_walk_finds(
+    fields: dict[str, float], process: ProcessSample
+) -> None:
+    """parse_batch decodes into CheckedBatch, whose value ranges msgspec checks, and the
+    screen then skips its value loops: the problems found must be exactly those the
+    detailed walk finds in the same body decoded as a plain Batch. (JSON carries no NaN or
+    infinity: msgspec writes them as null.)"""
+    body = encode_batch(make_batch(gpus=2, processes=(process,), **fields))
+    decoded = parse_batch(body)
+    plain = msgspec.json.decode(body, type=Batch)
+    assert validate_batch(decoded, NOW, TOLERANCE) == list(_batch_problems(plain, NOW, TOLERANCE))
+    if isinstance(decoded, CheckedBatch):
+        assert validate_batch(decoded, NOW, TOLERANCE) == validate_batch(plain, NOW, TOLERANCE)
+
+
+@pytest.mark.parametrize(
+    ("path", "bad", "good"),
+    [(f"samples.{name}", 1.5, 1.0) for name in RATIO_FIELDS]
+    + [(f"samples.{name}", -1, 0) for name in NON_NEGATIVE_FIELDS]
+    + [
+        ("processes.sm_share", -0.1, 0.0),
+        ("processes.pid", -1, 0),
+        ("processes.used_memory_bytes", -1, 0),
+    ],
+)
+def test_every_value_rule_is_a_constraint_of_the_checked_decoder(
+    path: str, bad: float, good: float
+) -> None:
+    """Each range the screen skips for a CheckedBatch: a value breaking it does not decode
+    as a CheckedBatch, and validate_batch names it; the bound itself passes."""
+    where, name = path.split(".")
+    raw = msgspec.json.decode(encode_batch(make_batch(gpus=1, processes=(ProcessSample(pid=3),))))
+    target = raw["samples"][0] if where == "samples" else raw["samples"][0]["processes"][0]
+    target[name] = good
+    assert isinstance(parse_batch(msgspec.json.encode(raw)), CheckedBatch)
+    target[name] = bad
+    decoded = parse_batch(msgspec.json.encode(raw))
+    assert not isinstance(decoded, CheckedBatch)
+    suffix = f".{name}" if where == "samples" else f".processes[0].{name}"
+    assert problems_of(decoded) == [("invalid_value", f"$.samples[0]{suffix}")]
 
 
 def test_a_foreign_schema_version_in_a_well_formed_body_is_named() -> None:
