@@ -84,6 +84,13 @@ def decompress(body: bytes, content_encoding: str | None, max_bytes: int) -> byt
 
 
 def _gunzip(body: bytes, max_bytes: int) -> bytes:
+    try:
+        inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+        data = inflater.decompress(body, max_bytes + 1)
+        if inflater.eof and not inflater.unused_data and len(data) <= max_bytes:
+            return data  # the usual body: one gzip member, returned without a copy
+    except zlib.error as err:
+        raise IngestError(422, f"gzip body is corrupt: {err}") from err
     out = bytearray()
     rest = body
     try:
