@@ -94,28 +94,29 @@ class Accountant:
         price = self.prices.price_per_gpu_hour(gpu.model, gpu.node)
         pue = self.carbon.pue
         hourly = self.feed is not None and region == self.carbon.region  # else constant
-        run: _Run | None = None
-        for interval in _split_at_hours(applied.intervals):
-            start = interval.start
-            if (
-                run is None
-                or not run.hour <= start < run.hour_end
-                or interval.shares is not run.shares
-            ):
-                if run is not None:
-                    self._close(run, gpu, price, write)
-                run = _Run(math.floor(start / HOUR_SECONDS) * HOUR_SECONDS, interval.shares)
-                intensity = self.intensity_at(region, start)
-            elif hourly:
-                intensity = self.intensity_at(region, start)
-            run.sums.add(interval, pue, intensity)
-            end = interval.end
-            if end > run.end:
-                run.end = end
+        intervals = _split_at_hours(applied.intervals)
+        first, count = 0, len(intervals)
+        while first < count:  # one run per pass: same hour, same holders
+            head = intervals[first]
+            run = _Run(math.floor(head.start / HOUR_SECONDS) * HOUR_SECONDS, head.shares)
+            hour, hour_end, shares = run.hour, run.hour_end, run.shares
+            stop = first + 1
+            while stop < count:
+                interval = intervals[stop]
+                if interval.shares is not shares or not hour <= interval.start < hour_end:
+                    break
+                stop += 1
+            members = intervals[first:stop]
+            if hourly:  # an hourly feed may change within the hour: each at its own
+                for interval in members:
+                    run.sums.add(interval, pue, self.intensity_at(region, interval.start))
+            else:
+                run.sums.add_all(members, pue, self.intensity_at(region, head.start))
+            run.end = members[-1].end  # one GPU's intervals are in time order
             if run.observed is not None:  # right-sizing: memory and SM activity held
-                run.observed.observe(end - start, interval.memory_used_bytes, interval.sm_activity)
-        if run is not None:
+                run.observed.observe_all(members)
             self._close(run, gpu, price, write)
+            first = stop
         write.episodes_closed.extend(applied.episodes_closed)
 
     def _close(self, run: _Run, gpu: TrackedGpu, price: float, write: LedgerWrite) -> None:

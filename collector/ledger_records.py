@@ -6,7 +6,9 @@ Time is Unix seconds, memory bytes, activity a 0..1 ratio. Nothing here does I/O
 from __future__ import annotations
 
 import gzip
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import NamedTuple, Protocol
 
 from collector.ledger_histogram import MEMORY_BUCKETS, SM_ACTIVITY_BUCKETS
 from collector.records import IdleEpisode, Usage, WorkloadRef
@@ -18,6 +20,26 @@ def batch_json(body: bytes) -> bytes:
     """The JSON of a batch body kept as the agent sent it (gzip-compressed or not; JSON
     never starts with gzip's magic bytes)."""
     return gzip.decompress(body) if body[:2] == _GZIP_MAGIC else body
+
+
+class Observed(Protocol):
+    """What right-sizing statistics read of an interval (a ``records.Interval``)."""
+
+    @property
+    def start(self) -> float: ...
+    @property
+    def end(self) -> float: ...
+    @property
+    def memory_used_bytes(self) -> int | None: ...
+    @property
+    def sm_activity(self) -> float | None: ...
+
+
+class _Observed(NamedTuple):
+    start: float
+    end: float
+    memory_used_bytes: int | None
+    sm_activity: float | None
 
 
 class LedgerError(Exception):
@@ -82,20 +104,36 @@ class WorkloadStatsDelta:
         self, seconds: float, memory_used_bytes: int | None, sm_activity: float | None
     ) -> None:
         """Add one interval of ``seconds``; None readings count as observed, not binned."""
-        self.observed_seconds += seconds
-        if memory_used_bytes is not None:
-            last, bucket = self._memory_bucket
-            if memory_used_bytes != last:
-                bucket = MEMORY_BUCKETS.index(memory_used_bytes)
-                self._memory_bucket = (memory_used_bytes, bucket)
-            self.memory_seconds[bucket] = self.memory_seconds.get(bucket, 0.0) + seconds
-            if memory_used_bytes > self.memory_peak_bytes:
-                self.memory_peak_bytes = memory_used_bytes
-        if sm_activity is not None:
-            bucket = SM_ACTIVITY_BUCKETS.index(sm_activity)
-            self.sm_activity_seconds[bucket] = self.sm_activity_seconds.get(bucket, 0.0) + seconds
-            if sm_activity > self.sm_activity_peak:
-                self.sm_activity_peak = sm_activity
+        self.observe_all((_Observed(0.0, seconds, memory_used_bytes, sm_activity),))
+
+    def observe_all(self, intervals: Iterable[Observed]) -> None:
+        """``observe`` each interval (its seconds, and the memory and SM activity held).
+
+        Runs once per applied sample: histograms and peaks are kept in locals."""
+        memory_hist, sm_hist = self.memory_seconds, self.sm_activity_seconds
+        memory_index, sm_index = MEMORY_BUCKETS.index, SM_ACTIVITY_BUCKETS.index
+        last_memory, memory_bucket = self._memory_bucket
+        memory_peak, sm_peak = self.memory_peak_bytes, self.sm_activity_peak
+        observed = 0.0
+        for interval in intervals:
+            seconds = interval.end - interval.start
+            observed += seconds
+            memory = interval.memory_used_bytes
+            if memory is not None:
+                if memory != last_memory:  # memory in use seldom changes between samples
+                    last_memory, memory_bucket = memory, memory_index(memory)
+                memory_hist[memory_bucket] = memory_hist.get(memory_bucket, 0.0) + seconds
+                if memory > memory_peak:
+                    memory_peak = memory
+            sm = interval.sm_activity
+            if sm is not None:
+                bucket = sm_index(sm)
+                sm_hist[bucket] = sm_hist.get(bucket, 0.0) + seconds
+                if sm > sm_peak:
+                    sm_peak = sm
+        self.observed_seconds += observed
+        self._memory_bucket = (last_memory, memory_bucket)
+        self.memory_peak_bytes, self.sm_activity_peak = memory_peak, sm_peak
 
     def merge(self, other: WorkloadStatsDelta) -> None:
         """Add ``other``'s observations (seconds, histograms, peaks), not its model,

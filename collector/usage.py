@@ -10,6 +10,7 @@ per-interval work is a few float additions and Usage objects are built once per 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from collector.carbon import carbon_grams
@@ -48,22 +49,38 @@ class IntervalSums:
     carbon_grams: float = 0.0
 
     def add(self, interval: Interval, pue: float, intensity_g_per_kwh: float) -> None:
-        seconds = interval.end - interval.start
-        seconds = seconds if seconds > 0.0 else 0.0
-        energy = interval.energy_joules
-        energy = energy if energy > 0.0 else 0.0
-        activity = interval.activity
-        if activity is ACTIVE:
-            self.active_seconds += seconds
-        elif activity is IDLE:
-            self.idle_seconds += seconds
-            self.idle_energy_joules += energy
-        else:
-            self.unknown_seconds += seconds
-        self.energy_joules += energy
-        if interval.energy_estimated:
-            self.estimated_energy_joules += energy
-        self.carbon_grams += carbon_grams(energy, pue, intensity_g_per_kwh)
+        self.add_all((interval,), pue, intensity_g_per_kwh)
+
+    def add_all(
+        self, intervals: Iterable[Interval], pue: float, intensity_g_per_kwh: float
+    ) -> None:
+        """Add ``intervals`` at one grid intensity (a run in one hour of one region).
+
+        Runs once per applied sample: the sums are kept in locals and added once."""
+        active = idle = unknown = energy_sum = estimated = idle_energy = 0.0
+        for interval in intervals:
+            seconds = interval.end - interval.start
+            seconds = seconds if seconds > 0.0 else 0.0
+            energy = interval.energy_joules
+            energy = energy if energy > 0.0 else 0.0
+            activity = interval.activity
+            if activity is ACTIVE:
+                active += seconds
+            elif activity is IDLE:
+                idle += seconds
+                idle_energy += energy
+            else:
+                unknown += seconds
+            energy_sum += energy
+            if interval.energy_estimated:
+                estimated += energy
+        self.active_seconds += active
+        self.idle_seconds += idle
+        self.unknown_seconds += unknown
+        self.energy_joules += energy_sum
+        self.estimated_energy_joules += estimated
+        self.idle_energy_joules += idle_energy
+        self.carbon_grams += carbon_grams(energy_sum, pue, intensity_g_per_kwh)
 
     def usage(self, price_per_gpu_hour: float, *, allocated: bool) -> Usage:
         """The GPU's Usage; ``allocated``: a workload held it (idle is allocated-idle)."""
