@@ -9,6 +9,7 @@ and ``has_price`` says so, so callers can flag it instead of crashing.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ _MODEL_PATTERN = re.compile(
 )
 
 
+@functools.lru_cache(maxsize=1024)  # a fleet has a handful of names; this runs per GPU-tick
 def canonical_model(nvml_name: str) -> str:
     """The price-book key for an NVML device name: ``"NVIDIA H100 80GB HBM3"`` -> ``H100``,
     ``"NVIDIA A100-SXM4-80GB"`` -> ``A100``, ``"NVIDIA A100-PCIE-40GB"`` -> ``A100-40GB``,
