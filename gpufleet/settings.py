@@ -168,7 +168,12 @@ def _scalar(hint: Any, value: Any, where: str) -> Any:
             raise ConfigError(f"{where}: expected a finite number, got {value!r}")
         return number
     if hint is str:
-        if not isinstance(value, str | int | float) or isinstance(value, bool):
+        if isinstance(value, bool):  # YAML 1.1 reads a bare yes/no/on/off as a boolean
+            raise ConfigError(
+                f"{where}: expected a string, got the boolean {value!r} (YAML reads a bare "
+                f"on/off/yes/no/true/false as a boolean; quote the value)"
+            )
+        if not isinstance(value, str | int | float):
             raise ConfigError(f"{where}: expected a string, got {_kind(value)}")
         return str(value)
     if hint is Path:

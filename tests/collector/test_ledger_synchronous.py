@@ -97,5 +97,7 @@ def test_a_bad_value_in_the_yaml_file_is_refused_naming_key_and_value(
 
 def test_bare_off_in_yaml_is_a_boolean_and_refused_naming_the_key(tmp_path: Path) -> None:
     """YAML 1.1 reads a bare OFF as false: refused, never taken as a mode."""
-    with pytest.raises(ConfigError, match=r"^ledger\.synchronous: expected a string"):
+    with pytest.raises(ConfigError, match=r"^ledger\.synchronous: expected a string") as caught:
         load(tmp_path, "  synchronous: OFF\n")
+    assert "boolean False" in str(caught.value)
+    assert "quote the value" in str(caught.value)
