@@ -69,6 +69,7 @@ class WorkloadReport:
     usage: Usage
     #: GPU models the workload held in the range, e.g. ("H100",)
     gpu_models: tuple[str, ...] = ()
+    #: idle episodes in the range at least ``analysis.min_episode_seconds`` long
     idle_episodes: int = 0
     longest_idle_seconds: float = 0.0
 

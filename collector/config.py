@@ -6,6 +6,7 @@ Secrets (agent tokens) come from the environment or files, never from logs.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -63,6 +64,11 @@ class AnalysisSettings:
     idle_threshold: float = 0.01
     #: a gap between samples longer than this is unknown, not idle or active
     stale_after_seconds: float = 60.0
+    #: idle episodes shorter than this are not stored or reported as episodes (their idle
+    #: seconds and waste still count): bursty inference is idle between requests many
+    #: times a minute, and 1 s episodes would fill the ledger (tens of thousands per GPU
+    #: a day) without telling an operator anything
+    min_episode_seconds: float = 60.0
     #: an allocated GPU idle this long gets a release recommendation
     idle_window_seconds: float = 1800.0
     #: an open recommendation resolves after its subject has been fine this long
@@ -77,6 +83,11 @@ class AnalysisSettings:
         if not 0 <= self.idle_threshold < 1:
             raise ConfigError(
                 f"analysis.idle_threshold: must be in [0, 1), got {self.idle_threshold}"
+            )
+        if not 0 <= self.min_episode_seconds < math.inf:
+            raise ConfigError(
+                f"analysis.min_episode_seconds: must be a finite number >= 0, "
+                f"got {self.min_episode_seconds}"
             )
         if self.idle_window_seconds <= 0:
             raise ConfigError(

@@ -42,6 +42,8 @@ class FleetRules:
     idle_threshold: float
     stale_after_seconds: float
     reorder_window_seconds: float
+    #: closed idle episodes shorter than this are not reported (their seconds still count)
+    min_episode_seconds: float = 0.0
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -242,6 +244,7 @@ class TrackedGpu:
 
         Runs once per sample: the GPU's fields are read into locals once per call."""
         threshold, stale = rules.idle_threshold, rules.stale_after_seconds
+        shortest = rules.min_episode_seconds
         dram_unsupported = not self.dram_seen
         uuid, node, model = self.info.uuid, self.node, self.model
         intervals, samples = out.intervals, out.samples
@@ -262,7 +265,7 @@ class TrackedGpu:
                     prev.holders.shares, prev.memory_used_bytes, prev.sm_activity,
                 ))  # fmt: skip
             if self.episode_start is not None or activity is IDLE:
-                self._follow_episode(reading, activity, prev, gap_ok, out)
+                self._follow_episode(reading, activity, prev, gap_ok, out, shortest)
             prev, prev_activity = reading, activity
             samples.append(reading)
         if prev is not None:
@@ -271,9 +274,13 @@ class TrackedGpu:
 
     def _follow_episode(
         self, reading: Reading, activity: Activity, prev: Reading | None, gap_ok: bool,
-        out: Applied,
+        out: Applied, shortest: float = 0.0,
     ) -> None:  # fmt: skip
-        """Close the open idle episode where ``reading`` ends it; open one where it is idle."""
+        """Close the open idle episode where ``reading`` ends it; open one where it is idle.
+
+        A closed episode shorter than ``shortest`` is not reported: a GPU serving bursty
+        traffic is idle between requests many times a minute, and each gap would otherwise
+        become a stored episode (its idle seconds are accounted either way)."""
         holder = reading.holders.key
         idle = activity is IDLE
         # a new holder ends the episode too: a pod placed on a GPU idle for an hour has
@@ -282,7 +289,8 @@ class TrackedGpu:
             not gap_ok or not idle or holder != self.episode_workload
         ):
             end = reading.timestamp if gap_ok or prev is None else prev.timestamp
-            out.episodes_closed.append(self._episode(end))
+            if end - self.episode_start >= shortest:
+                out.episodes_closed.append(self._episode(end))
             self.episode_start = None
             self.episode_workload = None
         if idle and self.episode_start is None:

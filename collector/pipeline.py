@@ -55,6 +55,7 @@ class Pipeline:
             idle_threshold=settings.analysis.idle_threshold,
             stale_after_seconds=settings.analysis.stale_after_seconds,
             reorder_window_seconds=settings.ingest.reorder_window_seconds,
+            min_episode_seconds=settings.analysis.min_episode_seconds,
         )
         self._lock = threading.RLock()
         #: shares one ledger transaction among concurrent ``ingest`` calls

@@ -16,10 +16,11 @@ from agent.model import SCHEMA_VERSION, Batch, GpuInfo, GpuSample, Workload, Wor
 from collector import reports
 from collector.accounting import Accountant
 from collector.carbon import IntensityTable
-from collector.config import CarbonSettings, CollectorSettings
+from collector.config import AnalysisSettings, CarbonSettings, CollectorSettings
 from collector.cost import PriceBook
 from collector.ledger import Ledger, LedgerWrite
 from collector.pipeline import Pipeline
+from gpufleet.settings import ConfigError, load_settings
 
 T0 = 1_767_225_600.0  # an hour boundary
 WATTS = 100.0
@@ -210,6 +211,40 @@ def test_an_episode_closed_while_a_report_is_built_counts_once(pipeline: Pipelin
     models = pipeline.accountant.workload_models()
     (report,) = reports.workload_reports(pipeline.ledger, T0, T0 + 700, [still_open], models, "")
     assert (report.idle_episodes, report.longest_idle_seconds) == (1, 600)
+
+
+@pytest.mark.parametrize(("shortest", "episodes"), [(60.0, 1), (0.0, 11)])
+def test_short_idle_gaps_count_as_idle_seconds_but_not_as_episodes(
+    tmp_path: Path, shortest: float, episodes: int
+) -> None:
+    """Bursty inference: ten 20 s idle gaps between requests, then 300 s idle. All 500 idle
+    seconds count either way; with ``analysis.min_episode_seconds`` at its default (60 s)
+    only the 300 s gap is an episode, with 0 every gap is."""
+    sms = [0.5 if t % 30 == 0 else 0.0 for t in range(0, 300, 10)] + [0.5] + [0.0] * 30 + [0.5]
+    samples = tuple(sample(t, sm) for t, sm in zip(range(0, 620, 10), sms, strict=True))
+    b = msgspec.structs.replace(batch(1, range(0)), samples=samples)
+    settings = CollectorSettings(analysis=AnalysisSettings(min_episode_seconds=shortest))
+    accountant = Accountant(PriceBook.example(), IntensityTable.default(), CarbonSettings())
+    p = Pipeline(settings, Ledger.open(str(tmp_path / "l.db")), accountant, clock=lambda: T0)
+    try:
+        ingest(p, b)
+        p.tick(flush=True)
+        (report,) = p.workloads(T0, T0 + 620)
+        assert report.usage.idle_seconds == 500.0
+        assert report.idle_episodes == episodes
+        assert report.longest_idle_seconds == 300.0
+        assert len(p.ledger.idle_episodes(T0, T0 + 620)) == episodes
+    finally:
+        p.ledger.close()
+
+
+@pytest.mark.parametrize("value", ["-1", "inf", "soon"])
+def test_a_bad_min_episode_seconds_is_refused_naming_the_key(tmp_path: Path, value: str) -> None:
+    environ = {"GPUFLEET_ANALYSIS__MIN_EPISODE_SECONDS": value}
+    with pytest.raises(ConfigError, match=r"^analysis\.min_episode_seconds: ") as caught:
+        load_settings(CollectorSettings, None, environ)
+    assert value in str(caught.value)
+    assert load_settings(CollectorSettings, None, {}).analysis.min_episode_seconds == 60.0
 
 
 INFO_2 = GpuInfo(uuid="GPU-q", index=1, name="NVIDIA H100 80GB HBM3")
