@@ -7,7 +7,6 @@ label, else ``carbon.node_regions``, else the default region) or an hourly feed.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 
@@ -208,7 +207,7 @@ def _hour_parts(interval: Interval) -> list[Interval]:
         stop = min(boundary, end)
         # the last part takes what is left, so the parts add up to the interval exactly
         joules = left if stop == end else interval.energy_joules * (stop - start) / seconds
-        parts.append(dataclasses.replace(interval, start=start, end=stop, energy_joules=joules))
+        parts.append(msgspec.structs.replace(interval, start=start, end=stop, energy_joules=joules))
         start, boundary, left = stop, boundary + HOUR_SECONDS, left - joules
     return parts
 

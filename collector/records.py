@@ -7,7 +7,9 @@ joules; time in Unix seconds; carbon in grams CO2e. Nothing here does I/O.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+
+import msgspec
 
 HOUR_SECONDS = 3600.0
 MONTH_HOURS = 730.0  # 365 * 24 / 12
@@ -47,14 +49,17 @@ class WorkloadRef:
     user: str = ""
 
 
-@dataclass(slots=True)
-class Interval:
+class Interval(msgspec.Struct, gc=False):
     """One applied interval of one GPU: from the previous sample to this one.
 
     The interval takes the activity of its *starting* sample (a reading holds until the
     next one). ``energy_joules`` is the counter delta (or the trapezoid of power when
     ``energy_estimated``); ``shares`` splits it (and the seconds) among the workloads
     holding the GPU, summing to 1, empty when unallocated.
+
+    A msgspec Struct, not a dataclass: one is built per applied sample, and a Struct is
+    built in C (~0.12 us, a slotted dataclass's ``__init__`` ~0.37 us). gc=False: it never
+    takes part in a reference cycle.
     """
 
     gpu_uuid: str
@@ -65,7 +70,7 @@ class Interval:
     activity: Activity
     energy_joules: float
     energy_estimated: bool
-    shares: dict[WorkloadRef, float] = field(default_factory=dict)
+    shares: dict[WorkloadRef, float] = msgspec.field(default_factory=dict)
     #: readings of the starting sample, for right-sizing statistics
     memory_used_bytes: int | None = None
     sm_activity: float | None = None
