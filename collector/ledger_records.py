@@ -10,6 +10,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
+import msgspec
+
 from collector.ledger_histogram import MEMORY_BUCKETS, SM_ACTIVITY_BUCKETS
 from collector.records import IdleEpisode, Usage, WorkloadRef
 
@@ -63,8 +65,7 @@ class GpuRecord:
     mig_profile: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class GpuCursor:
+class GpuCursor(msgspec.Struct, frozen=True, gc=False):
     """How far one GPU's samples have been applied, committed with the deltas they made.
 
     ``last_sample`` is the msgspec JSON of the last applied ``GpuSample``: after a restart

@@ -80,9 +80,12 @@ class Interval(msgspec.Struct, gc=False):
         return self.end - self.start
 
 
-@dataclass(slots=True)
-class Usage:
-    """Accumulated usage of one subject (a GPU or a workload) over some span (an hour)."""
+class Usage(msgspec.Struct, gc=False):
+    """Accumulated usage of one subject (a GPU or a workload) over some span (an hour).
+
+    A msgspec Struct with gc=False (only floats): each commit builds one per (hour, GPU)
+    and per (hour, workload), and as tracked objects they survived into the oldest GC
+    generation and set off full collections of the whole heap."""
 
     active_seconds: float = 0.0
     idle_seconds: float = 0.0

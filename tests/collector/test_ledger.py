@@ -75,7 +75,7 @@ def test_new_file_is_wal_at_latest_version(tmp_path: Path) -> None:
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert conn.execute("SELECT version FROM schema_version").fetchall() == [(len(MIGRATIONS),)]
     hourly = [r[1] for r in conn.execute("PRAGMA table_info(gpu_usage_hourly)")]
-    assert hourly[2:] == list(Usage.__slots__) == list(USAGE_COLUMNS)
+    assert hourly[2:] == list(Usage.__struct_fields__) == list(USAGE_COLUMNS)
 
 
 def test_newer_schema_is_refused(tmp_path: Path) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import gzip
 import math
 import threading
@@ -288,7 +287,7 @@ def test_a_cursor_holding_a_full_sample_from_an_older_version_restores(tmp_path:
         sample(50, 0.5), temperature_celsius=61.0, sm_clock_hertz=1.9e9, xid_errors=(79,)
     )
     cursor = first.ledger.cursors()[INFO.uuid]
-    old = dataclasses.replace(cursor, last_sample=msgspec.json.encode(full))
+    old = msgspec.structs.replace(cursor, last_sample=msgspec.json.encode(full))
     first.ledger.commit(LedgerWrite(cursors={INFO.uuid: old}))
     first.ledger.close()
     second = open_pipeline(db, T0 + 3600)

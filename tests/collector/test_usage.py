@@ -64,7 +64,7 @@ def test_invariants(
     gpu, per = account_interval(iv, price, 1.2, 300.0)
     span = max(0.0, iv.end - iv.start)  # the interval as floats represent it
     assert gpu.active_seconds + gpu.idle_seconds + gpu.unknown_seconds == pytest.approx(span)
-    assert all(getattr(u, f) >= 0 for u in [gpu, *per.values()] for f in Usage.__slots__)
+    assert all(getattr(u, f) >= 0 for u in [gpu, *per.values()] for f in Usage.__struct_fields__)
     assert gpu.idle_cost <= gpu.cost + 1e-12
     if per:
         for name in ("energy_joules", "idle_seconds", "cost", "carbon_grams"):
@@ -73,7 +73,7 @@ def test_invariants(
 
 
 def test_usage_add_adds_every_field() -> None:
-    names = Usage.__slots__
+    names = Usage.__struct_fields__
     one = Usage(**{name: float(i + 1) for i, name in enumerate(names)})
     total = Usage(**{name: 100.0 * (i + 1) for i, name in enumerate(names)})
     total.add(one)
@@ -110,7 +110,7 @@ def test_summing_a_run_of_intervals_equals_accounting_each(
         for ref, part in per.items():
             parts[ref].add(part)
     summed = sums.usage(4.0, allocated=True)
-    for name in Usage.__slots__:
+    for name in Usage.__struct_fields__:
         assert getattr(summed, name) == pytest.approx(getattr(one_by_one, name), rel=1e-12)
         for ref, share in shares.items():
             expected = getattr(parts[ref], name)
