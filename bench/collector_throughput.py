@@ -79,7 +79,7 @@ def run_collector(
     """Feed every batch through the real pipeline second by second; CPU charged per stage.
     ``apply_every``: the collector's ``ingest.apply_interval_seconds`` (None: default)."""
     from collector.config import CollectorSettings, LedgerSettings
-    from gpufleet.collector_main import build_collector
+    from gpufleet.collector_main import build_collector, tune_gc
 
     clock = SimClock(start_unix)
     ledger = LedgerSettings(url=str(work_dir / "ledger.db"), synchronous=synchronous)
@@ -89,6 +89,7 @@ def run_collector(
         else IngestSettings(apply_interval_seconds=apply_every)
     )
     settings = CollectorSettings(ledger=ledger, ingest=ingest)
+    thresholds = tune_gc()  # as `gpufleet collector` does at startup
     gc.collect()
     rss_before, _ = memory_bytes_of()
     if trace_memory:
@@ -113,6 +114,7 @@ def run_collector(
     timed.cpu_seconds += time.process_time() - cpu
     timed.ack_groups = pipeline.recorder.groups
     pipeline.ledger.close()
+    gc.set_threshold(*thresholds)
     return timed
 
 

@@ -29,7 +29,7 @@ from agent.simulated import SimulatedFleet, build_fleet
 from agent.stats import AgentStats
 from collector.config import CollectorSettings, LedgerSettings
 from collector.influx_settings import InfluxSettings
-from gpufleet.collector_main import Collector, build_collector, serve
+from gpufleet.collector_main import Collector, build_collector, serve, tune_gc
 from gpufleet.demo_view import print_summary, run_live
 from gpufleet.settings import ConfigError, load_settings
 
@@ -133,6 +133,7 @@ def build_demo(args: argparse.Namespace, workdir: Path) -> Demo:
             stale_after_seconds=max(60.0, 3 * args.step, 3 * batch_interval(args) * args.speed),
         ),
     )
+    tune_gc()  # as `gpufleet collector` does
     collector = build_collector(settings, clock, tokens=frozenset([token]))
     url = f"http://127.0.0.1:{args.port}"
     agents = [
