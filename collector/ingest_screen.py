@@ -68,19 +68,17 @@ def _constrained(struct: type[Any], ratio: tuple[str, ...], non_negative: tuple[
 
 
 def _checked_subclass(struct: type[Any], name: str, types_: dict[str, Any]) -> type[Any]:
-    """A subclass of ``struct`` whose fields in ``types_`` are decoded with those types."""
+    """A subclass of ``struct`` whose fields in ``types_`` are decoded with those types.
+    Every field is declared again, so the subclass keeps ``struct``'s field order."""
     fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
     for f in msgspec.structs.fields(struct):
-        if f.name not in types_:
-            continue
+        kind = types_.get(f.name, f.type)
         if f.required:
-            fields.append((f.name, types_[f.name]))
+            fields.append((f.name, kind))
         elif f.default_factory is not msgspec.NODEFAULT:
-            fields.append(
-                (f.name, types_[f.name], msgspec.field(default_factory=f.default_factory))
-            )
+            fields.append((f.name, kind, msgspec.field(default_factory=f.default_factory)))
         else:
-            fields.append((f.name, types_[f.name], f.default))
+            fields.append((f.name, kind, f.default))
     return msgspec.defstruct(name, fields, bases=(struct,), module=__name__)
 
 
