@@ -72,3 +72,14 @@ def test_collector_http_quick_posts_through_the_real_collector_and_prints_its_cp
     # samples in 7 POSTs, all answered 200 and all applied (pending_samples 0 on /healthz)
     row = rf"^16\s+2\s+FULL\s+5\s+240\s+7\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}x\s+{NUMBER}"
     assert re.search(row, out, re.MULTILINE), out
+
+
+@pytest.mark.slow
+def test_collector_instructions_quick_counts_the_pipeline_under_callgrind() -> None:
+    """valgrind is in scripts/debian-packages.txt; the child applied all 16 x 20 samples
+    (it raises otherwise), and the count is a plausible size for that work."""
+    out = run_quick("bench.collector_instructions")
+    row = re.search(rf"^16\s+this checkout\s+320\s+({NUMBER})\s+({NUMBER})\s*$", out, re.MULTILINE)
+    assert row, out
+    per_sample = int(row.group(2).replace(",", ""))
+    assert 1_000 < per_sample < 10_000_000, out
