@@ -13,11 +13,16 @@ from __future__ import annotations
 
 import math
 import re
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import cast
 
 import msgspec
+
+try:  # zlib-ng inflates a batch ~2x faster than the system zlib, with the same API
+    from zlib_ng import zlib_ng as zlib
+except ImportError:  # pragma: no cover - a platform without a zlib-ng wheel
+    import zlib  # type: ignore[no-redef]
 
 from agent.model import SCHEMA_VERSION, Batch, GpuInfo, GpuSample, ProcessSample
 from collector.api import IngestError, RejectReason
@@ -30,6 +35,9 @@ from collector.ingest_screen import (
     CheckedBatch,
     batch_is_clean,
 )
+
+#: zlib's error class (zlib-ng's stub types it as an instance)
+_ZlibError = cast(type[Exception], zlib.error)
 
 #: validation stops collecting problems after this many (the batch is refused anyway)
 MAX_REJECTIONS = 20
@@ -89,7 +97,7 @@ def _gunzip(body: bytes, max_bytes: int) -> bytes:
         data = inflater.decompress(body, max_bytes + 1)
         if inflater.eof and not inflater.unused_data and len(data) <= max_bytes:
             return data  # the usual body: one gzip member, returned without a copy
-    except zlib.error as err:
+    except _ZlibError as err:
         raise IngestError(422, f"gzip body is corrupt: {err}") from err
     out = bytearray()
     rest = body
@@ -102,7 +110,7 @@ def _gunzip(body: bytes, max_bytes: int) -> bytes:
             if not inflater.eof:
                 raise IngestError(422, "gzip body is truncated")
             rest = inflater.unused_data
-    except zlib.error as err:
+    except _ZlibError as err:
         raise IngestError(422, f"gzip body is corrupt: {err}") from err
     return bytes(out)
 
