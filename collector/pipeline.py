@@ -294,11 +294,13 @@ class Pipeline:
 
     def workloads(self, start: float, end: float) -> list[WorkloadReport]:
         with self._lock:
-            # an ongoing episode counts up to the GPU's last applied sample, not to ``end``
+            # an ongoing episode counts up to the GPU's last applied sample, not to ``end``,
+            # once it is as long as a closed one must be (analysis.min_episode_seconds)
+            shortest = self.rules.min_episode_seconds
             open_episodes = [
                 dataclasses.replace(e, end=g.applied_until)
                 for g in self._gpus.values()
-                if (e := g.open_episode())
+                if (e := g.open_episode()) and g.applied_until - e.start >= shortest
             ]
         return reports.workload_reports(
             self.ledger, start, end, open_episodes, self.accountant.workload_models(),

@@ -233,6 +233,11 @@ def test_short_idle_gaps_count_as_idle_seconds_but_not_as_episodes(
         assert report.idle_episodes == episodes
         assert report.longest_idle_seconds == 300.0
         assert len(p.ledger.idle_episodes(T0, T0 + 620)) == episodes
+        # a 20 s gap still open at the last applied sample counts as the closed ones do
+        ingest(p, batch(2, range(620, 650, 10), sm=0.0))
+        p.tick(flush=True)
+        (report,) = p.workloads(T0, T0 + 650)
+        assert report.idle_episodes == episodes + (shortest == 0.0)
     finally:
         p.ledger.close()
 
