@@ -31,6 +31,8 @@ from collector.ingest_screen import (
     FINITE_FIELDS,
     GPU_COUNT_FIELDS,
     NON_NEGATIVE_FIELDS,
+    PROCESS_NON_NEGATIVE_FIELDS,
+    PROCESS_RATIO_FIELDS,
     RATIO_FIELDS,
     CheckedBatch,
     batch_is_clean,
@@ -279,9 +281,10 @@ def _timestamp_problems(
 
 
 def _process_problems(path: str, process: ProcessSample, uuid: str) -> Iterator[Rejection]:
-    yield from _non_negative(path, "pid", process.pid, uuid)
-    yield from _non_negative(path, "used_memory_bytes", process.used_memory_bytes, uuid)
-    yield from _ratio(path, "sm_share", process.sm_share, uuid)
+    for name in PROCESS_NON_NEGATIVE_FIELDS:
+        yield from _non_negative(path, name, getattr(process, name), uuid)
+    for name in PROCESS_RATIO_FIELDS:
+        yield from _ratio(path, name, getattr(process, name), uuid)
 
 
 def _ratio(path: str, name: str, value: float | None, uuid: str) -> Iterator[Rejection]:

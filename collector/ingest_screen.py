@@ -118,17 +118,14 @@ def batch_is_clean(batch: Batch, now: float, settings: IngestSettings) -> bool:
         known.add(info.uuid)
     oldest = now - settings.past_tolerance_seconds
     newest = now + settings.future_tolerance_seconds
-    if isinstance(batch, CheckedBatch):  # the decoder checked every value's range
-        for sample in batch.samples:
-            ts = sample.timestamp
-            if sample.gpu_uuid not in known or not oldest <= ts <= newest:
-                return False
-        return True
+    values_checked = isinstance(batch, CheckedBatch)  # the decoder checked every range
     inf = math.inf
-    for sample in batch.samples:  # the hot path: the value loops are inline, not calls
+    for sample in batch.samples:  # the hot path: inline, no calls per sample
         ts = sample.timestamp
         if sample.gpu_uuid not in known or not isfinite(ts) or not oldest <= ts <= newest:
             return False
+        if values_checked:
+            continue
         for v in _RATIOS(sample):
             if v is not None and not 0.0 <= v <= 1.0:  # NaN fails both comparisons
                 return False
@@ -151,12 +148,12 @@ def _all_non_negative(values: tuple[float | None, ...]) -> bool:
 
 
 def _processes_ok(processes: tuple[ProcessSample, ...]) -> bool:
+    """The process rules (a decoded ``CheckedBatch`` never gets here: not a hot path)."""
     for p in processes:
-        memory, share = p.used_memory_bytes, p.sm_share
-        if (
-            not 0 <= p.pid < math.inf
-            or (memory is not None and not 0 <= memory < math.inf)
-            or (share is not None and not 0.0 <= share <= 1.0)
-        ):
+        if not _all_non_negative(tuple(getattr(p, n) for n in PROCESS_NON_NEGATIVE_FIELDS)):
             return False
+        for name in PROCESS_RATIO_FIELDS:
+            v = getattr(p, name)
+            if v is not None and not 0.0 <= v <= 1.0:  # NaN fails both comparisons
+                return False
     return True
