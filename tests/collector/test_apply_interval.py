@@ -10,20 +10,12 @@ import msgspec
 import pytest
 
 from agent.model import SCHEMA_VERSION, Batch, GpuInfo, GpuSample
-from collector.config import CollectorSettings
 from gpufleet.collector_main import CHECK_EVERY_SECONDS, build_collector
-from gpufleet.settings import ConfigError, load_settings
+from gpufleet.settings import ConfigError
+from tests.collector.settings_file import load
 
 T0 = 1_767_225_600.0
 INFO = GpuInfo(uuid="GPU-a", index=0, name="NVIDIA H100 80GB HBM3")
-
-
-def load(
-    tmp_path: Path, yaml_text: str, environ: dict[str, str] | None = None
-) -> CollectorSettings:
-    path = tmp_path / "collector.yaml"
-    path.write_text(f"ledger:\n  url: {tmp_path / 'ledger.db'}\n{yaml_text}")
-    return load_settings(CollectorSettings, path, environ or {})
 
 
 def test_the_default_applies_every_15_seconds(tmp_path: Path) -> None:

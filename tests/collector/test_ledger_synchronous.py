@@ -13,8 +13,9 @@ from collector.config import CollectorSettings
 from collector.influx_hooks import MirroredLedger
 from collector.ledger import Ledger
 from gpufleet.collector_main import build_collector
-from gpufleet.settings import ConfigError, load_settings
+from gpufleet.settings import ConfigError
 from tests.collector.influx_server import free_port
+from tests.collector.settings_file import load
 
 NORMAL, FULL = 1, 2
 
@@ -32,14 +33,6 @@ def collector_pragma(settings: CollectorSettings) -> list[int]:
         return pragma_synchronous(collector.ledger)
     finally:
         collector.stop()
-
-
-def load(
-    tmp_path: Path, yaml_text: str, environ: dict[str, str] | None = None
-) -> CollectorSettings:
-    path = tmp_path / "collector.yaml"
-    path.write_text(f"ledger:\n  url: {tmp_path / 'ledger.db'}\n{yaml_text}")
-    return load_settings(CollectorSettings, path, environ or {})
 
 
 def test_the_default_is_full(tmp_path: Path) -> None:
