@@ -18,7 +18,7 @@ from collector.records import WorkloadRef
 
 class EnergyReading(Protocol):
     """What energy needs of a sample (an ``agent.model.GpuSample`` or a
-    ``collector.fleet.Reading``)."""
+    ``collector.readings.Reading``)."""
 
     @property
     def timestamp(self) -> float: ...

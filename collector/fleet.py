@@ -5,10 +5,8 @@ turns every reading that is past the reorder window into an ``Interval`` (from t
 reading to this one) plus idle-episode changes. It does no I/O: the pipeline accounts the
 intervals and commits them to the ledger together with the GPU's new cursor.
 
-The buffer keeps a ``Reading`` per sample, not the decoded ``GpuSample``: the handful of
-fields intervals, episodes and the view need, with the holders (workloads and their
-shares) shared by every reading that has the same ones. A GPU at 1 Hz holds ~35 readings
-for the 30 s window, so this is most of the collector's memory per GPU.
+The buffer keeps a ``Reading`` per sample (collector/readings.py), not the decoded
+``GpuSample``.
 """
 
 from __future__ import annotations
@@ -19,12 +17,11 @@ import operator
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-import msgspec
-
-from agent.model import GpuInfo, GpuSample, ProcessSample, Workload
-from collector.energy import interval_energy, split_mig_energy, workload_ref, workload_shares
+from agent.model import GpuInfo, GpuSample
+from collector.energy import interval_energy, split_mig_energy
 from collector.idle import classify_activity
 from collector.idle_run import IdleRun
+from collector.readings import Holders, Reading
 from collector.records import (
     IDLE,
     UNKNOWN,
@@ -44,69 +41,6 @@ class FleetRules:
     reorder_window_seconds: float
     #: closed idle episodes shorter than this are not reported (their seconds still count)
     min_episode_seconds: float = 0.0
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class Holders:
-    """Who holds a GPU at a sample: one object shared by consecutive readings with the
-    same workloads (and, where several split the GPU, the same processes)."""
-
-    workloads: tuple[Workload, ...]
-    #: the processes, kept only where the split depends on them (several workloads)
-    processes: tuple[ProcessSample, ...]
-    refs: tuple[WorkloadRef, ...]
-    #: ``energy.workload_shares`` of the sample; shared, never mutate it
-    shares: dict[WorkloadRef, float]
-    #: the first workload's key: whose idle episode it is (None: unallocated)
-    key: str | None
-
-    @classmethod
-    def of(cls, sample: GpuSample) -> Holders:
-        workloads = sample.workloads
-        return cls(
-            workloads=workloads,
-            processes=sample.processes if len(workloads) > 1 else (),
-            refs=tuple(workload_ref(w) for w in workloads),
-            shares=workload_shares(sample),
-            key=workloads[0].key if workloads else None,
-        )
-
-    def fit(self, sample: GpuSample) -> bool:
-        """Whether ``sample`` has these holders (and, if shared, these processes)."""
-        if sample.workloads != self.workloads:
-            return False
-        return len(self.workloads) <= 1 or sample.processes == self.processes
-
-
-class Reading(msgspec.Struct, frozen=True, gc=False):
-    """What intervals, idle episodes and the view need of one ``GpuSample`` (SI units,
-    None = the GPU could not say). gc=False: it never takes part in a reference cycle."""
-
-    timestamp: float
-    sm_activity: float | None
-    dram_activity: float | None
-    power_watts: float | None
-    energy_joules: float | None
-    memory_used_bytes: int | None
-    memory_total_bytes: int | None
-    healthy: bool
-    holders: Holders
-
-    def to_sample(self, gpu_uuid: str) -> GpuSample:
-        """A GpuSample with this reading's fields (the ledger cursor's format)."""
-        return GpuSample(
-            timestamp=self.timestamp,
-            gpu_uuid=gpu_uuid,
-            sm_activity=self.sm_activity,
-            dram_activity=self.dram_activity,
-            power_watts=self.power_watts,
-            energy_joules=self.energy_joules,
-            memory_used_bytes=self.memory_used_bytes,
-            memory_total_bytes=self.memory_total_bytes,
-            healthy=self.healthy,
-            workloads=self.holders.workloads,
-            processes=self.holders.processes,
-        )
 
 
 _timestamp = operator.attrgetter("timestamp")

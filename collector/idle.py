@@ -18,7 +18,7 @@ from collector.records import ACTIVE, IDLE, UNKNOWN, Activity
 
 class ActivityReading(Protocol):
     """What classifying needs of a sample (an ``agent.model.GpuSample`` or a
-    ``collector.fleet.Reading``)."""
+    ``collector.readings.Reading``)."""
 
     @property
     def healthy(self) -> bool: ...
