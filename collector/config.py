@@ -97,14 +97,16 @@ class AnalysisSettings:
 
 @dataclass(frozen=True)
 class LedgerSettings:
-    #: SQLite file path, or a postgresql:// URL
+    #: SQLite file path, or a postgresql:// URL; acknowledged batches wait in the
+    #: directory ``<url>-intake`` beside it until applied
     url: str = "gpufleet.db"
     #: keep hourly rollups this long; raw pending batches are removed once applied
     retention_days: int = 400
-    #: SQLite ``PRAGMA synchronous``: FULL fsyncs the WAL on every commit, so an acknowledged
-    #: batch survives a power loss; NORMAL costs about half the CPU per acknowledged batch
-    #: and survives kill -9, but a power loss may drop the last commits (since the last
-    #: checkpoint), batches the agents have already deleted from their spools
+    #: FULL: every acknowledged batch is fdatasynced to the intake log before the 2xx, and
+    #: SQLite (``PRAGMA synchronous``) fsyncs the WAL on every commit, so an acknowledged
+    #: batch survives a power loss. NORMAL syncs neither: it survives kill -9 at about two
+    #: thirds of the CPU, but a power loss may drop the last seconds of acknowledged
+    #: batches, which the agents have already deleted from their spools
     synchronous: str = "FULL"
 
     def __post_init__(self) -> None:

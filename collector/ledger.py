@@ -1,13 +1,16 @@
-"""The collector's durable state: SQLite in WAL mode (PostgreSQL is not implemented yet).
+"""The collector's durable state: SQLite in WAL mode (PostgreSQL is not implemented yet),
+and beside it the intake log of acknowledged batches (collector/intake.py).
 
-Why nothing is lost or counted twice across ``kill -9``: ``record_batches`` stores the
-acks and the raw batches in one transaction before the HTTP layer answers 2xx; ``commit`` adds
-the rollup deltas, moves the GPUs' cursors and deletes finished batches in one
-transaction. After a restart the pipeline replays ``pending_batches()`` and skips samples
-at or before each GPU's ``cursors()[uuid].applied_until``.
+Why nothing is lost or counted twice across ``kill -9``: ``record_batches`` appends the
+batches to the intake log (fdatasynced with ``synchronous=FULL``) before the HTTP layer
+answers 2xx; ``commit`` adds the rollup deltas, moves the GPUs' cursors, and records the
+acks and which batches are now applied, in one transaction. After a restart the pipeline
+replays ``pending_batches()`` and skips samples at or before each GPU's
+``cursors()[uuid].applied_until``.
 
 Threads: one writer connection and (for files) one reader connection, each behind its
-own lock, so API reads run beside the writer (WAL). Reads are snapshots.
+own lock, so API reads run beside the writer (WAL). Reads are snapshots. The intake has a
+lock of its own, so an ack does not wait for a commit.
 """
 
 from __future__ import annotations
@@ -16,10 +19,13 @@ import sqlite3
 import threading
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TypeVar
 
 from collector import ledger_queries as queries
 from collector import ledger_recommendations as recs
+from collector.intake import BatchRecord
+from collector.ledger_intake import Intake
 from collector.ledger_queries import Group
 from collector.ledger_records import (
     GpuCursor,
@@ -31,9 +37,7 @@ from collector.ledger_records import (
 from collector.ledger_schema import configure, migrate
 from collector.ledger_writes import (
     ACK_RETENTION_SECONDS,
-    BatchRecord,
     apply_write,
-    insert_batches,
     prune,
 )
 from collector.records import (
@@ -85,12 +89,25 @@ def _connect(path: str, synchronous: str) -> sqlite3.Connection:
 
 
 class Ledger:
-    def __init__(self, writer: sqlite3.Connection, reader: sqlite3.Connection) -> None:
+    def __init__(
+        self,
+        writer: sqlite3.Connection,
+        reader: sqlite3.Connection,
+        intake_dir: Path | None = None,
+        sync_intake: bool = True,
+    ) -> None:
+        """``intake_dir``: where the intake log lives (None: in memory); it is opened, and
+        locked for this process, by the first call that needs it (``record_batches``,
+        ``pending_batches``, ``commit``), so readers such as ``gpufleet report`` never
+        touch it."""
         self._writer = writer
         self._reader = reader
         self._write_lock = threading.Lock()
         # ":memory:" has one connection for both; one lock then guards it
         self._read_lock = self._write_lock if reader is writer else threading.Lock()
+        self._intake_dir, self._sync_intake = intake_dir, sync_intake
+        self._intake: Intake | None = None
+        self._intake_open_lock = threading.Lock()
 
     @classmethod
     def open(cls, url: str, *, synchronous: str = "FULL") -> Ledger:
@@ -107,9 +124,12 @@ class Ledger:
         except (LedgerError, sqlite3.Error) as err:
             writer.close()
             raise LedgerError(str(err)) from err
-        return cls(writer, reader)
+        intake_dir = None if path == ":memory:" else Path(path + "-intake")
+        return cls(writer, reader, intake_dir, sync_intake=synchronous == "FULL")
 
     def close(self) -> None:
+        if self._intake is not None:
+            self._intake.close()
         with self._write_lock:
             if self._reader is not self._writer:
                 self._reader.close()
@@ -178,18 +198,28 @@ class Ledger:
         return self.record_batches([record])[0]
 
     def record_batches(self, records: Sequence[BatchRecord]) -> list[int | None]:
-        """``record_batch`` for several batches in one transaction (one fsync): the pending
-        batch id of each, in order, or None for a duplicate, including a (node, boot_id,
-        seq) repeated within ``records``. All are durable on return, or none is."""
+        """``record_batch`` for several batches in one write to the intake log (one
+        fdatasync with FULL): the pending batch id of each, in order, or None for a
+        duplicate, including a (node, boot_id, seq) repeated within ``records``. All are
+        durable on return, or none is acknowledged."""
         if not records:
             return []
-        with self._write() as conn:
-            return insert_batches(conn, records)
+        return self._opened_intake().record(records)
 
     def commit(self, write: LedgerWrite) -> None:
-        """Apply one ``LedgerWrite`` atomically (see its docstring)."""
-        with self._write() as conn:
-            apply_write(conn, write)
+        """Apply one ``LedgerWrite`` atomically (see its docstring), with the acks
+        recorded since the last commit."""
+        intake = self._opened_intake()
+        saved = None
+        try:
+            with self._write() as conn:
+                apply_write(conn, write)
+                saved = intake.save(conn, write.batches_done)
+        except BaseException:
+            if saved is not None:
+                intake.failed(saved)
+            raise
+        intake.committed(write.batches_done)
 
     def prune(self, now: float, retention_days: int) -> int:
         """Delete hourly rows and closed episodes older than ``retention_days``, resolved
@@ -197,14 +227,25 @@ class Ledger:
         older than ``ACK_RETENTION_SECONDS``; all-time totals stay. Returns the rows
         deleted."""
         with self._write() as conn:
-            return prune(conn, now, retention_days)
+            deleted = prune(conn, now, retention_days)
+        if self._intake is not None:  # else its book is read from the pruned table
+            self._intake.prune(now - ACK_RETENTION_SECONDS)
+        return deleted
 
     # -- restart ------------------------------------------------------------------------
 
     def pending_batches(self) -> list[tuple[int, bytes]]:
         """(id, JSON body) of acknowledged batches not yet fully applied, oldest first;
         a body recorded gzip-compressed comes back decompressed."""
-        return self._read(queries.pending_batches)
+        return self._opened_intake().pending()
+
+    def _opened_intake(self) -> Intake:
+        if self._intake is None:
+            with self._intake_open_lock:
+                if self._intake is None:
+                    with self._write() as conn:
+                        self._intake = Intake.open(conn, self._intake_dir, sync=self._sync_intake)
+        return self._intake
 
     def cursors(self) -> dict[str, GpuCursor]:
         return self._read(queries.cursors)

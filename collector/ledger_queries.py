@@ -10,7 +10,7 @@ import sqlite3
 from typing import Any, Literal
 
 from collector.ledger_histogram import MEMORY_BUCKETS, SM_ACTIVITY_BUCKETS, histogram_quantile
-from collector.ledger_records import GpuCursor, GpuRecord, batch_json
+from collector.ledger_records import GpuCursor, GpuRecord
 from collector.ledger_schema import USAGE_COLUMNS
 from collector.records import IdleEpisode, ModelUsage, Usage, WorkloadProfile, WorkloadRef
 
@@ -111,14 +111,6 @@ def gpus(conn: sqlite3.Connection) -> list[GpuRecord]:
 def cursors(conn: sqlite3.Connection) -> dict[str, GpuCursor]:
     rows = conn.execute("SELECT * FROM cursors")
     return {r[0]: GpuCursor(*r) for r in rows}
-
-
-def pending_batches(conn: sqlite3.Connection) -> list[tuple[int, bytes]]:
-    """(id, JSON body), a body kept gzip-compressed decompressed."""
-    return [
-        (int(r[0]), batch_json(bytes(r[1])))
-        for r in conn.execute("SELECT id, body FROM pending_batches ORDER BY id")
-    ]
 
 
 def idle_episodes(

@@ -135,7 +135,14 @@ INSERT INTO ack_ranges
 DROP TABLE acks;
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3)
+#: acknowledged batches live in the intake log (collector/intake.py) until applied; this
+#: names those applied, in the commit that applied them. ``pending_batches`` is only read
+#: once, to move a schema-3 ledger's rows into the log (collector/ledger_intake.py).
+_V4 = """
+CREATE TABLE intake_done (batch_id INTEGER PRIMARY KEY) WITHOUT ROWID;
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4)
 
 
 def schema_version(conn: sqlite3.Connection) -> int:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import operator
 import sqlite3
-from collections.abc import Iterable, Sequence
-from typing import NamedTuple
+from collections.abc import Iterable
 
 from collector.ledger_records import LedgerWrite
 from collector.ledger_schema import USAGE_COLUMNS
@@ -34,78 +33,6 @@ _GPU_HOURLY = _upsert_usage("gpu_usage_hourly", ("hour_start", "gpu_uuid"))
 _GPU_TOTAL = _upsert_usage("gpu_usage_total", ("gpu_uuid",))
 _WORKLOAD_HOURLY = _upsert_usage("workload_usage_hourly", ("hour_start", "workload_key"))
 _WORKLOAD_TOTAL = _upsert_usage("workload_usage_total", ("workload_key",))
-
-
-class BatchRecord(NamedTuple):
-    """One batch to acknowledge: its identity, arrival time, body (the JSON, gzip-compressed
-    or not) and sample count."""
-
-    node: str
-    boot_id: str
-    seq: int
-    received_at: float
-    body: bytes
-    sample_count: int
-
-
-def insert_batches(conn: sqlite3.Connection, records: Sequence[BatchRecord]) -> list[int | None]:
-    """``insert_batch`` for each record, in order: a (node, boot_id, seq) seen earlier in
-    the same call is a duplicate too."""
-    return [
-        insert_batch(conn, (r.node, r.boot_id, r.seq), r.received_at, r.body, r.sample_count)
-        for r in records
-    ]
-
-
-def insert_batch(
-    conn: sqlite3.Connection,
-    ack: tuple[str, str, int],
-    received_at: float,
-    body: bytes,
-    sample_count: int,
-) -> int | None:
-    """Acknowledge ``ack`` = (node, boot_id, seq) and keep ``body`` pending; None if seen."""
-    if not _acknowledge(conn, *ack, received_at):
-        return None
-    cur = conn.execute(
-        "INSERT INTO pending_batches (received_at, sample_count, body) VALUES (?, ?, ?)",
-        (received_at, sample_count, body),
-    )
-    assert cur.lastrowid is not None
-    return cur.lastrowid
-
-
-def _acknowledge(conn: sqlite3.Connection, node: str, boot: str, seq: int, at: float) -> bool:
-    """Add ``seq`` to the (node, boot) ack ranges; False when a range already holds it.
-
-    An agent sends its seqs in order, so the usual ack extends the boot's one range by one;
-    a seq never sent (a batch the agent dropped) leaves a gap, and one arriving late fills it
-    (merging the ranges on either side)."""
-    stream = (node, boot)
-    # the range starting right after ``seq`` (if any) and the nearest one at or before it:
-    # two rows of the primary key, however many gaps the boot's seqs have
-    near = conn.execute(
-        "SELECT first_seq, last_seq, received_at FROM ack_ranges WHERE node = ? "
-        "AND boot_id = ? AND first_seq <= ? ORDER BY first_seq DESC LIMIT 2",
-        (*stream, seq + 1),
-    ).fetchall()
-    if any(first <= seq <= last for first, last, _ in near):
-        return False
-    below = next((first for first, last, _ in near if last == seq - 1), None)
-    above = next(((last, at_) for first, last, at_ in near if first == seq + 1), None)
-    key = "WHERE node = ? AND boot_id = ? AND first_seq = ?"
-    if below is not None:  # the usual ack: the next seq; it may also close a gap
-        last, at = (seq, at) if above is None else (above[0], max(at, above[1]))
-        conn.execute(f"UPDATE ack_ranges SET last_seq = ?, received_at = MAX(received_at, ?) "
-                     f"{key}", (last, at, *stream, below))  # fmt: skip
-        if above is not None:
-            conn.execute(f"DELETE FROM ack_ranges {key}", (*stream, seq + 1))
-    elif above is not None:
-        conn.execute(f"UPDATE ack_ranges SET first_seq = ?, received_at = MAX(received_at, ?) "
-                     f"{key}", (seq, at, *stream, seq + 1))  # fmt: skip
-    else:
-        conn.execute("INSERT INTO ack_ranges VALUES (?, ?, ?, ?, ?)", (*stream, seq, seq, at))
-    return True
 
 
 def apply_write(conn: sqlite3.Connection, write: LedgerWrite) -> None:
@@ -139,7 +66,6 @@ def apply_write(conn: sqlite3.Connection, write: LedgerWrite) -> None:
             for c in write.cursors.values()
         ],
     )
-    conn.executemany("DELETE FROM pending_batches WHERE id = ?", [(i,) for i in write.batches_done])
 
 
 def _upsert_registries(conn: sqlite3.Connection, write: LedgerWrite) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from collector.ledger import Ledger
+from collector.ledger import Ledger, LedgerWrite
 from collector.ledger_schema import MIGRATIONS, migrate
 from collector.ledger_writes import ACK_RETENTION_SECONDS
 
@@ -19,6 +19,8 @@ DAY = 86_400.0
 
 
 def ranges(ledger: Ledger) -> list[tuple[str, str, int, int, float]]:
+    """The ``ack_ranges`` rows, after a commit (acks reach the table with the next one)."""
+    ledger.commit(LedgerWrite())
     return ledger.read(
         lambda c: c.execute("SELECT * FROM ack_ranges ORDER BY node, boot_id, first_seq").fetchall()
     )
@@ -96,3 +98,16 @@ def test_migration_turns_per_batch_acks_into_ranges(tmp_path: Path) -> None:
         tables = {r[0] for r in ledger.read(lambda c: c.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table'").fetchall())}  # fmt: skip
         assert "acks" not in tables
+
+
+def test_acks_not_yet_committed_are_read_back_from_the_intake_log(tmp_path: Path) -> None:
+    """An ack is durable when ``record_batch`` returns (the intake log), before any commit
+    writes it to ``ack_ranges``: after a crash the batch is still a duplicate."""
+    path = str(tmp_path / "ledger.db")
+    ledger = Ledger.open(path)
+    assert ack(ledger, 1) and ack(ledger, 2)
+    assert ledger.read(lambda c: c.execute("SELECT * FROM ack_ranges").fetchall()) == []
+    ledger.close()  # no commit
+    with Ledger.open(path) as again:
+        assert not ack(again, 1) and not ack(again, 2) and ack(again, 3)
+        assert ranges(again) == [("n1", "b1", 1, 3, T0)]
