@@ -47,6 +47,7 @@ from pathlib import Path
 import bench.collector_throughput as throughput
 
 gpus, seconds, synchronous = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+apply_every = float(sys.argv[4]) if sys.argv[4] != "default" else None
 feed = throughput.feed_one_caller
 
 def toggle(state):
@@ -64,18 +65,23 @@ throughput.feed_one_caller = counted
 start = time.time() - seconds - 100
 arrivals = throughput.encode_fleet(gpus, seconds, start)
 with tempfile.TemporaryDirectory(prefix="bench-instructions-") as tmp:
-    timed = throughput.run_collector(arrivals, start, Path(tmp), synchronous=synchronous)
+    extra = {} if apply_every is None else {"apply_every": apply_every}
+    timed = throughput.run_collector(arrivals, start, Path(tmp), synchronous=synchronous, **extra)
 print(f"samples {timed.samples} applied {timed.applied}")
 """
 
 
-def count(tree: Path, gpus: int, seconds: int, synchronous: str) -> tuple[int, int]:
-    """(instructions, GPU-samples) of one run of the pipeline in ``tree``."""
+def count(
+    tree: Path, gpus: int, seconds: int, synchronous: str, apply_every: float | None = None
+) -> tuple[int, int]:
+    """(instructions, GPU-samples) of one run of the pipeline in ``tree`` (``apply_every``:
+    ``ingest.apply_interval_seconds``; None: that tree's default)."""
     with tempfile.TemporaryDirectory(prefix="bench-callgrind-") as tmp:
         done = subprocess.run(
             ["valgrind", "--tool=callgrind", "--instr-atstart=no",
              f"--callgrind-out-file={tmp}/callgrind.out", sys.executable, "-c", CHILD,
-             str(gpus), str(seconds), synchronous],
+             str(gpus), str(seconds), synchronous,
+             "default" if apply_every is None else str(apply_every)],
             cwd=tree, capture_output=True, text=True, check=False,
         )  # fmt: skip
     found = _COLLECTED.search(done.stderr)
@@ -104,6 +110,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", type=int, nargs="+", default=[200], metavar="GPUS")
     parser.add_argument("--seconds", type=int, default=45, help="simulated seconds of batches")
     parser.add_argument("--synchronous", choices=["FULL", "NORMAL"], default="NORMAL")
+    parser.add_argument(
+        "--apply-every",
+        type=float,
+        metavar="SECONDS",
+        help="ingest.apply_interval_seconds (default: each tree's default)",
+    )
     parser.add_argument("--against", metavar="REV", help="also count a git revision")
     parser.add_argument("--quick", action="store_true", help="tiny sizes (the smoke test)")
     args = parser.parse_args(argv)
@@ -122,7 +134,9 @@ def main(argv: list[str] | None = None) -> int:
             for gpus in sizes:
                 per_sample = {}
                 for name, tree in trees:
-                    instructions, samples = count(tree, gpus, seconds, args.synchronous)
+                    instructions, samples = count(
+                        tree, gpus, seconds, args.synchronous, args.apply_every
+                    )
                     per_sample[name] = instructions / samples
                     rows.append({"GPUs": gpus, "code": name, "GPU-samples": samples,
                                  "instructions": instructions,
@@ -134,8 +148,10 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             for remove in cleanup:
                 remove()
+    applied = "default" if args.apply_every is None else f"{args.apply_every:g} s"
     print(f"Collector pipeline, instructions per GPU-sample (callgrind; ledger.synchronous "
-          f"{args.synchronous}; {seconds} simulated seconds, one caller)")  # fmt: skip
+          f"{args.synchronous}; {seconds} simulated seconds, one caller; apply interval "
+          f"{applied})")  # fmt: skip
     print_table(rows)
     return 0
 
