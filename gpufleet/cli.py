@@ -7,6 +7,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from collector.ledger_records import LedgerError
 from gpufleet.settings import ConfigError
 
 
@@ -41,6 +42,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as err:
         print(f"gpufleet {args.command}: configuration error: {err}", file=sys.stderr)
         return 2
+    except LedgerError as err:  # e.g. another collector holds the ledger's intake log
+        print(f"gpufleet {args.command}: {err}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
     return result
