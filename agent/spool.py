@@ -161,7 +161,7 @@ class Spool:
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, path)
-            _fsync_dir(self._dir)
+            fsync_directory(self._dir)
         except OSError as err:
             _unlink_quietly(tmp)
             _unlink_quietly(path)
@@ -257,8 +257,9 @@ def _read_or_empty(path: Path) -> bytes:
         return b""
 
 
-def _fsync_dir(directory: Path) -> None:
-    # The rename is durable only once the directory entry is on disk.
+def fsync_directory(directory: Path) -> None:
+    """Make ``directory``'s entries durable: a new or renamed file in it survives a power
+    loss only once this returns (the spool's renames, the collector's intake segments)."""
     fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(fd)

@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
+from agent.spool import fsync_directory
+
 MAGIC = b"GFB1"
 _HEADER = struct.Struct("<4sIIQ")
 _META = struct.Struct("<qdIHH")
@@ -206,7 +208,7 @@ class IntakeLog:
                 for offset in range(0, self.segment_bytes, len(_ZEROS)):
                     _write_all(fd, _ZEROS, offset)
                 os.fsync(fd)
-                _fsync_directory(self.directory)
+                fsync_directory(self.directory)
         except OSError as err:
             raise IntakeError(f"intake log: cannot create {path}: {err}") from err
         self._fd, self._offset, self._count = fd, 0, 0
@@ -269,11 +271,3 @@ def _write_all(fd: int, data: bytes, offset: int) -> None:
     while view:
         written = os.pwrite(fd, view, offset)
         view, offset = view[written:], offset + written
-
-
-def _fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
