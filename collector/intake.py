@@ -90,7 +90,11 @@ class IntakeLog:
         self.found: list[IntakeRecord] = []
         if directory is not None:
             self._lock(directory)
-            self.found = self._scan(directory)
+            try:
+                self.found = self._scan(directory)
+            except BaseException:
+                self.close()  # release the lock: a later open in this process may succeed
+                raise
 
     def append(self, entries: Sequence[BatchRecord]) -> list[int]:
         """Write ``entries``; their batch ids, once durable (synced with ``sync``)."""
