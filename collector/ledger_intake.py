@@ -2,9 +2,9 @@
 (``IntakeLog``), and what each ledger commit writes of both.
 
 An ack costs no SQL: the book says whether a (node, boot, seq) was seen, the log makes the
-batch durable. Each commit then writes, in its own transaction, the ack ranges changed since
-the one before and the ids of the batches it applied (``intake_done``); after it, the log
-deletes segments with nothing left pending. Opening reads back what the last process left:
+batch durable. Each commit then writes, in the commit's transaction, the ack ranges changed
+since the one before and the ids of the batches it applied (``intake_done``); after it, the
+log deletes segments with nothing left pending. Opening reads back what the last process left:
 the acks in ``ack_ranges`` and in the log, and as pending every batch in the log that
 ``intake_done`` does not name.
 """
@@ -30,6 +30,8 @@ class Saved(NamedTuple):
 
 
 class Intake:
+    """The log and the book behind one lock, for one ``Ledger``."""
+
     def __init__(self, log: IntakeLog, book: AckBook) -> None:
         self.log, self.book = log, book
         self._lock = threading.Lock()
