@@ -76,7 +76,7 @@ class _Segment:
 class IntakeLog:
     """The intake log in ``directory`` (created if missing), locked for this process; None
     keeps it in memory (a ``:memory:`` ledger). ``found`` holds every record present at
-    open, in order."""
+    open, in order, for the opener to take (``Intake`` empties it)."""
 
     def __init__(
         self, directory: Path | None, *, sync: bool, segment_bytes: int = SEGMENT_BYTES

@@ -53,15 +53,17 @@ class Intake:
 
     @classmethod
     def _resume(cls, conn: sqlite3.Connection, log: IntakeLog) -> Intake:
+        # the bodies found at open are not kept: ``pending`` reads them back when wanted
+        found, log.found = log.found, []
         book = AckBook(load_rows(conn))
-        for record in log.found:
+        for record in found:
             e = record.entry
             if e.node and not book.holds(e.node, e.boot_id, e.seq):
                 book.add(e.node, e.boot_id, e.seq, e.received_at)
         intake = cls(log, book)
         intake._adopt_legacy_rows(conn)
         done = {int(r[0]) for r in conn.execute("SELECT batch_id FROM intake_done")}
-        log.mark_done([r.batch_id for r in log.found if r.batch_id in done])
+        log.mark_done([r.batch_id for r in found if r.batch_id in done])
         kept = log.segments()
         conn.execute(
             f"DELETE FROM intake_done WHERE batch_id >> 32 NOT IN ({','.join('?' * len(kept))})",
