@@ -1,5 +1,6 @@
-"""How the collector benchmark drives the pipeline: one caller, or N callers at once as the
-app's thread pool, with the scheduler's tick beside them; CPU charged per stage.
+"""How the collector benchmark drives the pipeline: one batch after another on one thread, or
+each second's batches in flight at once as the app's event loop has them, with the
+scheduler's tick beside them; CPU charged per stage.
 
 ``Timed.charge`` charges the CPU of the calling thread (``thread_time``), so the stages add
 up across threads; ``Timed.cpu_seconds`` is the CPU of the whole process over the run.
@@ -8,7 +9,6 @@ up across threads; ``Timed.cpu_seconds`` is the CPU of the whole process over th
 from __future__ import annotations
 
 import math
-import queue
 import threading
 import time
 from collections.abc import Callable
@@ -18,6 +18,7 @@ from functools import partial
 from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
+    from agent.model import Batch
     from collector.config import IngestSettings
     from collector.pipeline import Pipeline
 
@@ -105,36 +106,28 @@ def _apply_due(second: int, ingest: IngestSettings) -> bool:
     return (second + 1) % max(1, round(ingest.apply_interval_seconds)) == 0
 
 
-def feed_callers(
-    callers: int,
-    pipeline: Pipeline,
-    ingest: IngestSettings,
-    timed: Timed,
-    arrivals: Arrivals,
-    clock: SimClock,
+def feed_concurrent(
+    pipeline: Pipeline, ingest: IngestSettings, timed: Timed, arrivals: Arrivals, clock: SimClock
 ) -> None:
-    """``callers`` threads take each second's batches from one queue, as the app's thread
-    pool does; every ``ingest.apply_interval_seconds`` a tick runs on the scheduler's thread
-    while the next seconds' batches arrive (one tick at a time, as APScheduler runs the
-    apply job)."""
-    work: queue.Queue[tuple[bytes, float] | None] = queue.Queue()
-    failed: list[BaseException] = []
-    threads = [threading.Thread(target=caller, args=(pipeline, ingest, timed, work, failed))
-               for _ in range(callers)]  # fmt: skip
-    for thread in threads:
-        thread.start()
+    """Every batch of a second in flight at once, as the app's event loop has them from many
+    agents: one thread decodes and validates each and hands it to ``Pipeline.submit``
+    without waiting; the pipeline's ingest thread stores and buffers them in groups; the
+    second is over once every batch is acknowledged. Every ``ingest.apply_interval_seconds``
+    a tick runs on the scheduler's thread while the next seconds' batches arrive (one tick
+    at a time, as APScheduler runs the apply job)."""
     start = clock.now
     with ThreadPoolExecutor(1, thread_name_prefix="scheduler") as scheduler:
         ticking: Future[None] | None = None
         for second, batches in enumerate(with_drain(arrivals, ingest)):
             now = clock.now = start + second + 1.0
+            acks = []
             for body, samples in batches:
-                work.put((body, now))
+                batch = decoded(ingest, timed, body, now)
+                acks.append(timed.charge("ingest", partial(pipeline.submit, batch, body, now)))
                 timed.samples += samples
                 timed.batches += 1
-            work.join()  # the second's batches are acknowledged: it is over
-            if failed:
-                break
+            for ack in acks:
+                ack.result()
             if second + 1 == len(arrivals) and timed.at_last_arrival is not None:
                 if ticking is not None:
                     ticking.result()
@@ -144,29 +137,16 @@ def feed_callers(
             if ticking is not None:
                 ticking.result()
             ticking = scheduler.submit(scheduled, pipeline, timed, now)
-        for _ in threads:
-            work.put(None)
-    for thread in threads:
-        thread.join()
-    if failed:
-        raise failed[0]
+        if ticking is not None:
+            ticking.result()
 
 
-def caller(
-    pipeline: Pipeline,
-    ingest: IngestSettings,
-    timed: Timed,
-    work: queue.Queue[tuple[bytes, float] | None],
-    failed: list[BaseException],
-) -> None:
-    """One thread of the app's pool: ingest bodies from ``work`` until None."""
-    while (item := work.get()) is not None:
-        try:
-            feed(pipeline, ingest, timed, *item)
-        except BaseException as err:  # the driver re-raises it
-            failed.append(err)
-        finally:
-            work.task_done()
+def ingest_thread_seconds() -> float:
+    """CPU seconds of the pipeline's ingest thread so far (0 if it never started)."""
+    for thread in threading.enumerate():
+        if thread.name == "gpufleet-ingest" and thread.ident is not None:
+            return time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+    return 0.0
 
 
 def scheduled(pipeline: Pipeline, timed: Timed, now: float) -> None:
@@ -176,8 +156,8 @@ def scheduled(pipeline: Pipeline, timed: Timed, now: float) -> None:
     timed.charge("evaluate", partial(pipeline.evaluate_if_due, now))
 
 
-def feed(pipeline: Pipeline, ingest: IngestSettings, timed: Timed, body: bytes, now: float) -> None:
-    """What POST /v1/batches does with one gzipped body (collector/app.py), stage by stage."""
+def decoded(ingest: IngestSettings, timed: Timed, body: bytes, now: float) -> Batch:
+    """What POST /v1/batches does with one gzipped body before storing it (collector/app.py)."""
     from collector.ingest import decompress, parse_batch, validate_batch
 
     data = timed.charge("decode", partial(decompress, body, "gzip", MAX_BODY_BYTES))
@@ -185,4 +165,10 @@ def feed(pipeline: Pipeline, ingest: IngestSettings, timed: Timed, body: bytes, 
     problems = timed.charge("validate", partial(validate_batch, batch, now, ingest))
     if problems:
         raise RuntimeError(f"the synthetic batch was refused: {problems[0]}")
+    return batch
+
+
+def feed(pipeline: Pipeline, ingest: IngestSettings, timed: Timed, body: bytes, now: float) -> None:
+    """One gzipped body through POST /v1/batches' stages, stored on the calling thread."""
+    batch = decoded(ingest, timed, body, now)
     timed.charge("ingest", partial(pipeline.ingest, batch, body, now))  # kept as sent

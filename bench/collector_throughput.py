@@ -10,19 +10,21 @@ Run from the repository root::
 The fleet (bench/synthetic_fleet.py) is nodes of 8 GPUs sampled at 1 Hz; each node ships
 a gzipped batch every 5 s, as the agent does. Batches are built and encoded before the
 clock starts. Timed over ``--seconds`` simulated seconds: what the HTTP edge does per
-batch (gunzip + decode, validate_batch, Pipeline.ingest, which makes the batch durable in
-SQLite) and what the scheduler does every ``ingest.apply_interval_seconds`` (``--apply-every``;
-Pipeline.tick: apply, account, commit; Pipeline.evaluate_if_due: recommendations), ticking
-on after the last batch until the reorder window has passed on the collector's clock, then a
-final flush (nothing left by then). ``evaluate_if_due`` evaluates the recommendations
-once per 60 s of simulated time: the first on an empty fleet, the next (the drain makes
-every run long enough) on the whole fleet. With one caller
-(``--callers 1``) all of it runs on one thread, batch after batch. With N callers, N
-threads feed the second's batches to ``Pipeline.ingest`` at once, as the app's thread pool
-does under load from many agents (concurrent acks share a ledger transaction), while the
-tick runs on a thread of its own. Either way the figure is
-GPU-samples per CPU second of the whole process. The ledger is a real SQLite file in a
-temporary directory, synchronous=FULL (the default) and, for comparison, NORMAL
+batch (gunzip + decode, validate_batch, Pipeline.ingest or submit, which makes the batch
+durable in the intake log) and what the scheduler does every
+``ingest.apply_interval_seconds`` (``--apply-every``; Pipeline.tick: apply, account,
+commit; Pipeline.evaluate_if_due: recommendations), ticking on after the last batch
+until the reorder window has passed on the collector's clock, then a final flush (nothing
+left by then). ``evaluate_if_due`` evaluates the recommendations once per 60 s of simulated
+time: the first on an empty fleet, the next (the drain makes every run long enough) on the
+whole fleet. ``--arrivals serial``: all of it on one
+thread, batch after batch, each batch stored (and, at FULL, synced) alone.
+``--arrivals concurrent``: each second's batches in flight at once, as the app's event
+loop has them from many agents: one thread decodes and validates them and hands each to
+``Pipeline.submit``; the pipeline's ingest thread stores whatever is queued with one
+write (and one sync) and buffers it; the tick runs on a thread of its own. Either way the
+figure is GPU-samples per CPU second of the whole process. The ledger is a real SQLite
+file in a temporary directory, synchronous=FULL (the default) and, for comparison, NORMAL
 (``--synchronous``).
 
 Targets (issue 3): at least 50,000 GPU-samples/s, under 20 KB per tracked GPU.
@@ -42,7 +44,13 @@ from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
-from bench.collector_feed import SimClock, Timed, feed_callers, feed_one_caller
+from bench.collector_feed import (
+    SimClock,
+    Timed,
+    feed_concurrent,
+    feed_one_caller,
+    ingest_thread_seconds,
+)
 from bench.harness import memory_bytes_of, print_table
 from bench.prometheus_baseline import PrometheusRun
 from bench.synthetic_fleet import BATCH_SECONDS, SampleStream, build_gpus, gzipped_batches
@@ -73,7 +81,7 @@ def run_collector(
     work_dir: Path,
     trace_memory: bool = False,
     synchronous: str = "FULL",
-    callers: int = 1,
+    arrivals_mode: str = "serial",
     apply_every: float | None = None,
 ) -> Timed:
     """Feed every batch through the real pipeline second by second; CPU charged per stage.
@@ -103,10 +111,13 @@ def run_collector(
         timed.rss_growth_bytes = memory_bytes_of()[0] - rss_before
 
     timed.at_last_arrival = measure_memory
-    drive = feed_one_caller if callers == 1 else partial(feed_callers, callers)
+    drive = feed_one_caller if arrivals_mode == "serial" else feed_concurrent
     cpu = time.process_time()
     drive(pipeline, settings.ingest, timed, arrivals, clock)
     timed.cpu_seconds = time.process_time() - cpu
+    ingest_thread = ingest_thread_seconds()  # its own CPU, charged to the ingest stage
+    timed.stages["ingest"] = timed.stages.get("ingest", 0.0) + ingest_thread
+    pipeline.close()
     if trace_memory:
         tracemalloc.stop()
     cpu = time.process_time()
@@ -124,7 +135,7 @@ class SizeResult:
     timed: Timed
     wall_seconds: float
     synchronous: str = "FULL"
-    callers: int = 1
+    arrivals: str = "serial"
     apply_every: float = DEFAULT_APPLY_EVERY
 
     @property
@@ -142,13 +153,13 @@ def measure_size(
     trace_memory: bool,
     profile: bool,
     synchronous: str = "FULL",
-    callers: int = 1,
+    arrivals_mode: str = "serial",
     apply_every: float = 15.0,
 ) -> SizeResult:
     start_unix = time.time() - seconds - 10
     arrivals = encode_fleet(gpus, seconds, start_unix)
-    run = partial(run_collector, arrivals, start_unix, synchronous=synchronous, callers=callers,
-                  apply_every=apply_every)  # fmt: skip
+    run = partial(run_collector, arrivals, start_unix, synchronous=synchronous,
+                  arrivals_mode=arrivals_mode, apply_every=apply_every)  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="bench-collector-") as tmp:
         wall = time.perf_counter()
         timed = profiled(lambda: run(Path(tmp))) if profile else run(Path(tmp))
@@ -157,7 +168,7 @@ def measure_size(
         with tempfile.TemporaryDirectory(prefix="bench-collector-mem-") as tmp:
             traced = run(Path(tmp), trace_memory=True)
         timed.traced_bytes = traced.traced_bytes
-    return SizeResult(gpus, timed, wall, synchronous, callers, apply_every)
+    return SizeResult(gpus, timed, wall, synchronous, arrivals_mode, apply_every)
 
 
 def profiled(work: Callable[[], T]) -> T:
@@ -191,7 +202,7 @@ def collector_row(r: SizeResult) -> dict[str, object]:
         "KB/GPU RSS": f"{t.rss_growth_bytes / r.gpus / 1000:.1f}",
         "CPU by stage": stage_shares(t),
         "ledger synchronous": r.synchronous,
-        "callers": r.callers,
+        "arrivals": r.arrivals,
         "apply every s": f"{r.apply_every:g}",
         "acks per transaction": f"{t.batches / max(t.ack_groups, 1):.1f}",
     }
@@ -259,28 +270,34 @@ def run_benchmark(
     profile: bool,
     prometheus_sizes: list[int] | None = None,
     synchronous: tuple[str, ...] = ("FULL",),
-    callers: tuple[int, ...] = (1, 8),
+    arrivals: tuple[str, ...] = ("serial", "concurrent"),
     apply_every: tuple[float, ...] = (DEFAULT_APPLY_EVERY,),
 ) -> None:
     from bench.prometheus_baseline import prometheus_binary, run_prometheus
 
     print(
         f"Collector throughput: {seconds} simulated seconds at 1 Hz, nodes of 8 GPUs, "
-        f"one batch per node every 5 s; sizes {sizes}; callers {list(callers)}; "
+        f"one batch per node every 5 s; sizes {sizes}; arrivals {list(arrivals)}; "
         f"applied every {list(apply_every)} s"
     )
-    first = (synchronous[0], callers[0], apply_every[0])
+    first = (synchronous[0], arrivals[0], apply_every[0])
     results = [
         measure_size(
-            n, seconds, n in trace_sizes and (sync, k, a) == first, profile and k == 1, sync, k, a
+            n,
+            seconds,
+            n in trace_sizes and (sync, k, a) == first,
+            profile and k == "serial",
+            sync,
+            k,
+            a,
         )
         for n in sizes
         for a in apply_every
         for sync in synchronous
-        for k in callers
+        for k in arrivals
     ]
     report_collector(results)
-    results = [r for r in results if (r.synchronous, r.callers, r.apply_every) == first]
+    results = [r for r in results if (r.synchronous, r.arrivals, r.apply_every) == first]
     binary = prometheus_binary()
     if prometheus_seconds <= 0:
         print("\nPrometheus: skipped (--prometheus-seconds 0)")
@@ -326,11 +343,12 @@ def main(argv: list[str] | None = None) -> int:
         help="ledger durability settings to run (the first is compared with Prometheus)",
     )
     parser.add_argument(
-        "--callers",
-        type=int,
+        "--arrivals",
         nargs="+",
-        default=[1, 8],
-        help="threads feeding Pipeline.ingest at once (1: ingest and tick on one thread)",
+        choices=["serial", "concurrent"],
+        default=["serial", "concurrent"],
+        help="serial: one batch after another on one thread; concurrent: each second's "
+        "batches in flight at once, stored by the ingest thread (the app's way)",
     )
     parser.add_argument(
         "--apply-every",
@@ -341,7 +359,7 @@ def main(argv: list[str] | None = None) -> int:
         help="the collector's ingest.apply_interval_seconds to run (default: its default)",
     )
     parser.add_argument(
-        "--profile", action="store_true", help="print cProfile hot spots (one-caller runs)"
+        "--profile", action="store_true", help="print cProfile hot spots (serial runs)"
     )
     parser.add_argument("--quick", action="store_true", help="tiny sizes (the smoke test)")
     parser.add_argument("--serve-target", type=int, metavar="PORT", help=argparse.SUPPRESS)
@@ -362,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
             set(args.trace_memory),
             args.profile,
             synchronous=tuple(args.synchronous),
-            callers=tuple(args.callers),
+            arrivals=tuple(args.arrivals),
             apply_every=tuple(args.apply_every),
         )
     return 0

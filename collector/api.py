@@ -13,6 +13,7 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Collection, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -165,17 +166,19 @@ class RatesSource(Protocol):
 
 
 class CollectorBackend(Protocol):
-    """The stateful core as the edge sees it. Every method is called from worker threads
-    (several at once): implementations must be thread-safe."""
+    """The stateful core as the edge sees it. Every method but ``submit`` is called from
+    worker threads (several at once), ``submit`` from the event loop's: implementations
+    must be thread-safe, and ``submit`` must not block."""
 
-    def ingest(self, batch: Batch, body: bytes, received_at: float) -> BatchAck:
-        """Make a validated batch durable, then acknowledge it.
+    def submit(self, batch: Batch, body: bytes, received_at: float) -> Future[BatchAck]:
+        """Make a validated batch durable, then acknowledge it; returns at once.
 
-        ``body`` is the batch's JSON as the agent sent it, gzip-compressed or not (kept
-        pending as received; the ledger returns it decompressed). A repeated (node,
-        agent_boot_id, seq) returns status "duplicate" and changes nothing. May raise
-        IngestError to refuse the batch (the edge answers its status and counts it through
-        record_rejection); any other exception answers 503 so the agent retries.
+        The future has the ack once the batch is durable (the edge awaits it on its event
+        loop). ``body`` is the batch's JSON as the agent sent it, gzip-compressed or not
+        (kept pending as received; the ledger returns it decompressed). A repeated (node,
+        agent_boot_id, seq) acks status "duplicate" and changes nothing. The future may
+        fail with IngestError to refuse the batch (the edge answers its status and counts it
+        through record_rejection); any other exception answers 503 so the agent retries.
         """
         ...
 

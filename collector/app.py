@@ -12,6 +12,7 @@ Requests are logged without headers or query strings, so tokens never reach a lo
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import time
@@ -155,7 +156,7 @@ class _Api:
             if problems:
                 raise rejection_error(problems)
             # kept pending as sent: a gzipped body is ~10x less for the ledger to write
-            ack = await run_in_threadpool(self.backend.ingest, batch, body, self.clock())
+            ack = await asyncio.wrap_future(self.backend.submit(batch, body, self.clock()))
         except IngestError as err:
             await self.count_rejection(err.reason, samples)
             log.info("batch refused (%s %s): %s", err.status, err.reason, err.message)

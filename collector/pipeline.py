@@ -15,7 +15,9 @@ import heapq
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
+from concurrent.futures import Future
+from typing import NamedTuple
 
 import msgspec
 
@@ -38,6 +40,15 @@ _SAMPLE_ENCODER = msgspec.json.Encoder()
 _BATCH_DECODER = msgspec.json.Decoder(Batch)
 
 
+class Incoming(NamedTuple):
+    """A validated batch on its way in: as decoded, as sent, when, and since when (stats)."""
+
+    batch: Batch
+    body: bytes
+    received_at: float
+    started: float
+
+
 class Pipeline:
     def __init__(
         self,
@@ -58,9 +69,9 @@ class Pipeline:
             min_episode_seconds=settings.analysis.min_episode_seconds,
         )
         self._lock = threading.RLock()
-        #: shares one ledger transaction among concurrent ``ingest`` calls
-        self.recorder: GroupCommit[BatchRecord, int | None] = GroupCommit(
-            lambda records: self.ledger.record_batches(records)  # the ledger may be swapped
+        #: concurrent batches share one ledger write (and fsync), then are buffered together
+        self.recorder: GroupCommit[Incoming, BatchAck] = GroupCommit(
+            self._store, name="gpufleet-ingest"
         )
         self._gpus: dict[str, TrackedGpu] = {}
         self._node_labels: dict[str, dict[str, str]] = {}
@@ -79,26 +90,51 @@ class Pipeline:
     def ingest(self, batch: Batch, body: bytes, received_at: float) -> BatchAck:
         """Make ``batch`` durable and buffer its samples; a repeat is acknowledged, ignored.
 
-        Concurrent calls share one ledger transaction (``GroupCommit``); each returns once
-        its own batch is durable."""
-        started = time.perf_counter()
-        record = BatchRecord(
-            batch.node, batch.agent_boot_id, batch.seq, received_at, body, len(batch.samples)
-        )
-        batch_id = self.recorder.submit(record)
-        ack = BatchAck(status="duplicate", node=batch.node, agent_boot_id=batch.agent_boot_id,
-                       seq=batch.seq)  # fmt: skip
-        if batch_id is None:
-            self.stats.count_batch("duplicate")
-            return ack
-        # durable and pending: a tick in between cannot lose it (it deletes only batches
-        # it has buffered); after a crash ``restore`` replays it
-        with self._lock:
-            accepted = self._buffer(batch_id, batch)
-        self.stats.count_batch(
-            "accepted", samples=accepted, seconds=time.perf_counter() - started, at=received_at
-        )
-        return msgspec.structs.replace(ack, status="accepted", samples_accepted=accepted)
+        Concurrent calls share one ledger write (``GroupCommit``); each returns once its
+        own batch is durable. On a lone caller's own thread."""
+        return self.recorder.submit(Incoming(batch, body, received_at, time.perf_counter()))
+
+    def submit(self, batch: Batch, body: bytes, received_at: float) -> Future[BatchAck]:
+        """``ingest`` on the ingest thread: the future has the ack once the batch is durable
+        (for the HTTP app's event loop, which decodes the next requests meanwhile)."""
+        return self.recorder.submit_async(Incoming(batch, body, received_at, time.perf_counter()))
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Stop the ingest thread once the batches queued for it are stored."""
+        self.recorder.close(timeout)
+
+    def _store(self, group: Sequence[Incoming]) -> list[BatchAck | BaseException]:
+        """The group write: one ledger write for every batch, then each buffered."""
+        records = [
+            BatchRecord(b.node, b.agent_boot_id, b.seq, received_at, body, len(b.samples))
+            for b, body, received_at, _ in group
+        ]
+        batch_ids = self.ledger.record_batches(records)
+        acks: list[BatchAck | BaseException] = []
+        for (batch, _, received_at, started), batch_id in zip(group, batch_ids, strict=True):
+            ack = BatchAck(status="duplicate", node=batch.node,
+                           agent_boot_id=batch.agent_boot_id, seq=batch.seq)  # fmt: skip
+            if batch_id is None:
+                self.stats.count_batch("duplicate")
+                acks.append(ack)
+                continue
+            # durable and pending: after a crash ``restore`` replays it, and a tick deletes
+            # only batches it has buffered
+            try:
+                with self._lock:
+                    accepted = self._buffer(batch_id, batch)
+            except Exception as err:  # this batch alone: the others of the group are fine
+                log.exception("buffering batch %s of %s failed", batch.seq, batch.node)
+                acks.append(err)
+                continue
+            self.stats.count_batch(
+                "accepted",
+                samples=accepted,
+                seconds=time.perf_counter() - started,
+                at=received_at,
+            )
+            acks.append(msgspec.structs.replace(ack, status="accepted", samples_accepted=accepted))
+        return acks
 
     def _buffer(self, batch_id: int, batch: Batch, replay: bool = False) -> int:
         """Buffer ``batch``'s samples; those too late are counted, except on ``replay``

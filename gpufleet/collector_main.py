@@ -109,6 +109,7 @@ class Collector:
     def stop(self) -> None:
         if self.scheduler.running:
             self.scheduler.shutdown(wait=True)
+        self.pipeline.close()
         self.pipeline.tick(flush=True)
         if self.influx is not None:  # drains what it can before the ledger closes
             self.influx.close()

@@ -7,6 +7,7 @@ series)`` in as the app's backend, and every other call passes straight through.
 from __future__ import annotations
 
 from collections.abc import Collection
+from concurrent.futures import Future
 
 from agent.model import Batch, BatchAck
 from collector.api import CollectorBackend, FleetTotals, HealthReport, RejectReason, WorkloadReport
@@ -21,11 +22,15 @@ class SeriesTap:
         self.backend = backend
         self.series = series
 
-    def ingest(self, batch: Batch, body: bytes, received_at: float) -> BatchAck:
-        ack = self.backend.ingest(batch, body, received_at)
-        if ack.status == "accepted":  # a duplicate was seen before: never count it twice
-            self.series.add(batch.samples)
-        return ack
+    def submit(self, batch: Batch, body: bytes, received_at: float) -> Future[BatchAck]:
+        future = self.backend.submit(batch, body, received_at)
+
+        def tap(done: Future[BatchAck]) -> None:  # before the edge hears of it
+            if done.exception() is None and done.result().status == "accepted":
+                self.series.add(batch.samples)  # a duplicate was seen before: not twice
+
+        future.add_done_callback(tap)
+        return future
 
     def record_rejection(self, reason: RejectReason, samples: int) -> None:
         self.backend.record_rejection(reason, samples)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Collection
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -127,6 +128,14 @@ class FakeBackend:
         if duplicate:
             return BatchAck(status="duplicate", **ack)  # type: ignore[arg-type]
         return BatchAck(status="accepted", samples_accepted=len(batch.samples), **ack)  # type: ignore[arg-type]
+
+    def submit(self, batch: Batch, body: bytes, received_at: float) -> Future[BatchAck]:
+        future: Future[BatchAck] = Future()
+        try:
+            future.set_result(self.ingest(batch, body, received_at))
+        except Exception as err:  # as the real one: the future fails, the edge answers
+            future.set_exception(err)
+        return future
 
     def record_rejection(self, reason: RejectReason, samples: int) -> None:
         with self._lock:
