@@ -174,13 +174,6 @@ class Accountant:
             mig_profile=gpu.info.mig_profile,
         )
 
-    def forget_unsaved(self, write: LedgerWrite) -> None:
-        """``write`` failed to commit: its registry rows must be sent again."""
-        for uuid in write.gpus:
-            self._registered.pop(uuid, None)
-        for key in write.workloads:
-            self._workload_refs.pop(key, None)
-
 
 def _split_at_hours(intervals: list[Interval]) -> list[Interval]:
     """``intervals`` (one GPU's, in order) with each that crosses an hour boundary cut

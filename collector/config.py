@@ -45,17 +45,22 @@ class IngestSettings:
     past_tolerance_seconds: float = 7 * 24 * 3600.0
     #: samples are held this long (event time) per GPU so late ones apply in order
     reorder_window_seconds: float = 30.0
-    #: ready samples are applied (accounted, committed to the ledger) this often (wall
-    #: clock): ledger figures trail the newest samples by up to the reorder window plus
-    #: this; shorter costs more CPU (each apply rewrites a row per GPU and per workload)
+    #: ready samples are applied (accounted into memory, their buffers freed) this often
+    #: (wall clock); shorter holds fewer samples in memory
     apply_interval_seconds: float = 15.0
+    #: what was applied is committed to the ledger at an apply at least this long after
+    #: the last commit (collector clock): ledger figures (reports, fleet totals on
+    #: /metrics) trail the newest samples by up to the reorder window plus this plus one
+    #: apply interval. Shorter costs more CPU: each commit rewrites a row per GPU, per
+    #: workload and per histogram bucket touched. After kill -9 a restart replays from the
+    #: intake log what the last commit had not covered.
+    commit_interval_seconds: float = 60.0
 
     def __post_init__(self) -> None:
-        if not 0 < self.apply_interval_seconds <= 300:
-            raise ConfigError(
-                "ingest.apply_interval_seconds: must be > 0 and <= 300, "
-                f"got {self.apply_interval_seconds}"
-            )
+        for key in ("apply_interval_seconds", "commit_interval_seconds"):
+            value = getattr(self, key)
+            if not 0 < value <= 300:
+                raise ConfigError(f"ingest.{key}: must be > 0 and <= 300, got {value}")
 
 
 @dataclass(frozen=True)

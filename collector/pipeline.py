@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Collection, Sequence
@@ -81,6 +82,11 @@ class Pipeline:
         self._waiting: dict[str, list[tuple[float, int]]] = {}
         #: pending batches now fully applied, deleted by the next commit
         self._done: list[int] = []
+        #: what was applied since the last commit (kept, and added to, while one fails)
+        self._unsaved = LedgerWrite()
+        #: GPUs whose cursor moved since the last commit
+        self._moved: set[str] = set()
+        self._committed_at = -math.inf
         self._policy = RecommendPolicy.default()
         self._evaluated_at: float | None = None
         self.restore()
@@ -178,11 +184,14 @@ class Pipeline:
 
     # -- applying -------------------------------------------------------------------------
 
-    def tick(self, flush: bool = False) -> int:
-        """Apply ready samples and commit them; returns the number applied."""
+    def tick(self, flush: bool = False, commit: bool = False) -> int:
+        """Apply ready samples; commit what was applied when ``ingest.commit_interval_seconds``
+        has passed since the last commit, or ``commit``, or ``flush`` (which also applies
+        every buffered sample). Returns the number applied. A failed commit keeps its
+        deltas: the next tick commits them with its own."""
         now = self.clock()
         with self._lock:
-            write = LedgerWrite()
+            write = self._unsaved
             applied = 0
             mig_parents = []
             for gpu in self._gpus.values():
@@ -193,15 +202,19 @@ class Pipeline:
             for gpu in mig_parents:
                 if gpu.buffered:
                     applied += self._apply(gpu, flush, write, now)
-            if applied:
-                write.batches_done = list(self._done)
-                try:
-                    self.ledger.commit(write)
-                except LedgerError:
-                    self.accountant.forget_unsaved(write)
-                    raise
-                del self._done[: len(write.batches_done)]
+            due = now - self._committed_at >= self.settings.ingest.commit_interval_seconds
+            if (self._moved or self._done) and (flush or commit or due):
+                self._commit(now)
             return applied
+
+    def _commit(self, now: float) -> None:
+        write = self._unsaved
+        for uuid in self._moved:
+            write.cursors[uuid] = self._cursor(self._gpus[uuid])
+        write.batches_done = list(self._done)
+        self.ledger.commit(write)  # on LedgerError all of it stays for the next tick
+        del self._done[: len(write.batches_done)]
+        self._unsaved, self._moved, self._committed_at = LedgerWrite(), set(), now
 
     def _apply(self, gpu: TrackedGpu, flush: bool, write: LedgerWrite, now: float) -> int:
         """Apply one GPU's ready samples into ``write``; returns how many."""
@@ -216,7 +229,7 @@ class Pipeline:
         if not result.samples:
             return 0
         self.accountant.account(gpu, result, self._node_labels.get(gpu.node, {}), write)
-        write.cursors[gpu.info.uuid] = self._cursor(gpu)
+        self._moved.add(gpu.info.uuid)
         if (record := self.accountant.gpu_record(gpu)) is not None:
             write.gpus[gpu.info.uuid] = record
         return len(result.samples)

@@ -18,14 +18,16 @@ T0 = 1_767_225_600.0
 INFO = GpuInfo(uuid="GPU-a", index=0, name="NVIDIA H100 80GB HBM3")
 
 
-def test_the_default_applies_every_15_seconds(tmp_path: Path) -> None:
-    assert load(tmp_path, "").ingest.apply_interval_seconds == 15.0
+def test_the_default_applies_every_15_seconds_and_commits_every_60(tmp_path: Path) -> None:
+    ingest = load(tmp_path, "").ingest
+    assert (ingest.apply_interval_seconds, ingest.commit_interval_seconds) == (15.0, 60.0)
 
 
+@pytest.mark.parametrize("key", ["apply_interval_seconds", "commit_interval_seconds"])
 @pytest.mark.parametrize("bad", ["0", "-5", "301"])
-def test_a_bad_interval_is_refused_naming_the_key(tmp_path: Path, bad: str) -> None:
-    with pytest.raises(ConfigError, match=rf"ingest\.apply_interval_seconds: .*got {bad}"):
-        load(tmp_path, "", {"GPUFLEET_INGEST__APPLY_INTERVAL_SECONDS": bad})
+def test_a_bad_interval_is_refused_naming_the_key(tmp_path: Path, key: str, bad: str) -> None:
+    with pytest.raises(ConfigError, match=rf"ingest\.{key}: .*got {bad}"):
+        load(tmp_path, "", {f"GPUFLEET_INGEST__{key.upper()}": bad})
 
 
 def test_the_apply_job_runs_at_the_interval_and_applies_ready_samples(tmp_path: Path) -> None:

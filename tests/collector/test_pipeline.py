@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import math
+import sqlite3
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +18,7 @@ from collector.accounting import Accountant
 from collector.carbon import IntensityTable
 from collector.config import AnalysisSettings, CarbonSettings, CollectorSettings
 from collector.cost import PriceBook
-from collector.ledger import Ledger, LedgerWrite
+from collector.ledger import Ledger, LedgerError, LedgerWrite
 from collector.pipeline import Pipeline
 from gpufleet.settings import ConfigError, load_settings
 
@@ -89,8 +90,13 @@ def test_a_gpu_that_stops_reporting_is_applied_a_window_later_by_the_clock(
     assert pipeline.tick() == 7  # 0..60: the window behind its newest reading (90)
     now[0] = T0 + 125  # 35 s of silence: everything is older than the window now
     assert pipeline.tick() == 3
-    assert pipeline.health().pending_samples == 0 and not ledger.pending_batches()
-    assert energy(pipeline) == WATTS * 90
+    assert pipeline.health().pending_samples == 0
+    # applied, not committed yet: the last commit (the first tick's) is 35 s old, the
+    # commit interval 60 s; the batch stays pending until the ledger has its samples
+    assert energy(pipeline) == WATTS * 60 and ledger.pending_batches()
+    now[0] = T0 + 150  # the next apply, 60 s after the last commit: no samples, a commit
+    assert pipeline.tick() == 0
+    assert energy(pipeline) == WATTS * 90 and not ledger.pending_batches()
     ledger.close()
 
 
@@ -271,10 +277,10 @@ def test_a_batch_stays_pending_until_every_gpu_in_it_has_applied_its_samples(
 ) -> None:
     ingest(pipeline, two_gpu_batch(1, range(0, 50, 10), range(0, 50, 10)))
     ingest(pipeline, two_gpu_batch(2, range(50, 100, 10), range(50, 60, 10)))  # q: only 50
-    pipeline.tick()  # p: newest 90 -> 0..60 applied; q: newest 50 -> 0..20 applied
+    pipeline.tick(commit=True)  # p: newest 90 -> 0..60 applied; q: newest 50 -> 0..20
     assert [body_seq(body) for _, body in pipeline.ledger.pending_batches()] == [1, 2]
     ingest(pipeline, two_gpu_batch(3, range(100, 110, 10), range(100, 110, 10)))
-    pipeline.tick()  # p: up to 70; q: up to 50 -> batch 1 done; batch 2 waits for p's 90
+    pipeline.tick(commit=True)  # p: to 70; q: to 50 -> batch 1 done; 2 waits for p's 90
     assert [body_seq(body) for _, body in pipeline.ledger.pending_batches()] == [2, 3]
     pipeline.tick(flush=True)
     assert pipeline.ledger.pending_batches() == []
@@ -382,3 +388,29 @@ def test_a_mig_gpus_energy_goes_to_its_instances_holders_by_activity(pipeline: P
     }
     assert by_workload == pytest.approx({"pod:ml/w0": 0.6 * total, "pod:ml/w1": 0.2 * total})
     assert energy(pipeline) == pytest.approx(total)  # the GPU's own total is unchanged
+
+
+def test_a_failed_commit_keeps_what_was_applied_and_the_next_commit_saves_it(
+    tmp_path: Path,
+) -> None:
+    """The ledger refuses one commit (a trigger another connection put there): the samples
+    it held are not lost in the running collector; the next commit carries them."""
+    db = tmp_path / "ledger.db"
+    pipeline = open_pipeline(db, T0 + 200)
+    ingest(pipeline, batch(1, range(0, 60, 10)))
+    other = sqlite3.connect(db)
+    other.execute(
+        "CREATE TRIGGER refuse BEFORE INSERT ON cursors "
+        "BEGIN SELECT RAISE(ABORT, 'refused by the test'); END"
+    )
+    other.commit()
+    with pytest.raises(LedgerError, match="refused by the test"):
+        pipeline.tick()
+    assert energy(pipeline) == 0.0 and len(pipeline.ledger.pending_batches()) == 1
+    ingest(pipeline, batch(2, range(60, 120, 10)))
+    other.execute("DROP TRIGGER refuse")
+    other.commit()
+    other.close()
+    pipeline.tick(flush=True)
+    assert energy(pipeline) == WATTS * 110 and pipeline.ledger.pending_batches() == []
+    pipeline.ledger.close()
