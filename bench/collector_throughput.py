@@ -20,9 +20,10 @@ time: the first on an empty fleet, the next (the drain makes every run long enou
 whole fleet. ``--arrivals serial``: all of it on one
 thread, batch after batch, each batch stored (and, at FULL, synced) alone.
 ``--arrivals concurrent``: each second's batches in flight at once, as the app's event
-loop has them from many agents: one thread decodes and validates them and hands each to
-``Pipeline.submit``; the pipeline's ingest thread stores whatever is queued with one
-write (and one sync) and buffers it; the tick runs on a thread of its own. Either way the
+loop has them from many agents: one thread hands each body to ``Pipeline.submit``; the
+pipeline's ingest thread decodes, validates and stores whatever is queued with one write
+(and one sync) and buffers it (all charged to the ingest stage); the tick runs on a
+thread of its own. Either way the
 figure is GPU-samples per CPU second of the whole process. The ledger is a real SQLite
 file in a temporary directory, synchronous=FULL (the default) and, for comparison, NORMAL
 (``--synchronous``).
@@ -102,7 +103,8 @@ def run_collector(
     rss_before, _ = memory_bytes_of()
     if trace_memory:
         tracemalloc.start()
-    collector = build_collector(settings, clock=clock, tokens=frozenset({"bench"}))
+    collector = build_collector(settings, clock=clock, tokens=frozenset({"bench"}),
+                                series_charts=False)  # fmt: skip
     pipeline, timed = collector.pipeline, Timed()
 
     def measure_memory() -> None:

@@ -17,7 +17,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from agent.model import Batch, BatchAck
+from agent.model import BatchAck
 from collector.records import GpuState, GpuView, Recommendation, RecommendationStatus, Usage
 
 
@@ -51,6 +51,8 @@ class IngestError(Exception):
         self.message = message
         self.field = field
         self.reason = reason or RejectReason.MALFORMED
+        #: samples the refused batch carried, once it decoded (0: unknown)
+        self.samples = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,15 +172,20 @@ class CollectorBackend(Protocol):
     worker threads (several at once), ``submit`` from the event loop's: implementations
     must be thread-safe, and ``submit`` must not block."""
 
-    def submit(self, batch: Batch, body: bytes, received_at: float) -> Future[BatchAck]:
-        """Make a validated batch durable, then acknowledge it; returns at once.
+    def submit(
+        self, body: bytes, content_encoding: str | None, received_at: float
+    ) -> Future[BatchAck]:
+        """Check, store and acknowledge a batch as the agent POSTed it; returns at once.
 
         The future has the ack once the batch is durable (the edge awaits it on its event
-        loop). ``body`` is the batch's JSON as the agent sent it, gzip-compressed or not
-        (kept pending as received; the ledger returns it decompressed). A repeated (node,
-        agent_boot_id, seq) acks status "duplicate" and changes nothing. The future may
-        fail with IngestError to refuse the batch (the edge answers its status and counts it
-        through record_rejection); any other exception answers 503 so the agent retries.
+        loop, which reads the next requests meanwhile). ``body`` is the batch's JSON,
+        coded as ``content_encoding`` says (gzip or identity); it is decoded and validated
+        (``collector.ingest.accept_body``) off the event loop, and kept pending as
+        received (the ledger returns it decompressed). A repeated (node, agent_boot_id,
+        seq) acks status "duplicate" and changes nothing. The future fails with
+        IngestError to refuse the batch (the edge answers its status and counts it
+        through record_rejection); with any other exception the edge answers 503 so the
+        agent retries.
         """
         ...
 

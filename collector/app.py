@@ -6,7 +6,8 @@ Routes: ``POST /v1/batches``, ``GET /v1/fleet``, ``GET /v1/workloads``,
 
 Every /v1 route needs ``Authorization: Bearer <token>`` unless ``server.allow_anonymous``;
 /healthz, /metrics and the docs are open, as probes and Prometheus expect. Errors are JSON
-``{"error", "field", "reason"}``. Backend calls (SQLite I/O) run in worker threads.
+``{"error", "field", "reason"}``. Backend calls (SQLite I/O) run in worker threads; a
+batch's body goes to the backend's ingest thread (``submit``), decoded and checked there.
 Requests are logged without headers or query strings, so tokens never reach a log.
 """
 
@@ -46,7 +47,6 @@ from collector.api import (
 from collector.auth import BearerAuth
 from collector.config import CollectorSettings
 from collector.exporter import FleetExporter
-from collector.ingest import decompress, parse_batch, rejection_error, validate_batch
 from collector.openapi import docs_page, openapi_document
 from collector.records import RecommendationStatus
 
@@ -144,21 +144,14 @@ class _Api:
             log.exception("counting a refused batch failed")
 
     async def post_batch(self, request: Request) -> Response:
-        samples = 0
         try:
             body = await _read_body(request, self.settings.server.max_body_bytes)
-            data = decompress(
-                body, request.headers.get("content-encoding"), self.settings.server.max_body_bytes
-            )
-            batch = parse_batch(data)
-            samples = len(batch.samples)
-            problems = validate_batch(batch, self.clock(), self.settings.ingest)
-            if problems:
-                raise rejection_error(problems)
-            # kept pending as sent: a gzipped body is ~10x less for the ledger to write
-            ack = await asyncio.wrap_future(self.backend.submit(batch, body, self.clock()))
+            # decoded, validated and stored off the event loop (Pipeline.submit); kept
+            # pending as sent: a gzipped body is ~10x less for the ledger to write
+            coding = request.headers.get("content-encoding")
+            ack = await asyncio.wrap_future(self.backend.submit(body, coding, self.clock()))
         except IngestError as err:
-            await self.count_rejection(err.reason, samples)
+            await self.count_rejection(err.reason, err.samples)
             log.info("batch refused (%s %s): %s", err.status, err.reason, err.message)
             return error_response(err.status, err.message, err.field, err.reason.value)
         except Exception:  # the core failed: nothing was acknowledged, the agent retries

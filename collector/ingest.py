@@ -1,12 +1,13 @@
 """Decoding and validating what agents POST to ``/v1/batches``.
 
-Pure functions over bytes and plain data; the HTTP edge (app.py) turns ``IngestError``
-into a status code and a JSON body naming the offending field.
+Pure functions over bytes and plain data. ``accept_body`` runs on the pipeline's ingest
+thread (the edge hands it the body as read); the HTTP edge (app.py) turns the
+``IngestError`` it raises into a status code and a JSON body naming the offending field.
 
 A batch with any bad sample is refused as a whole (422), not trimmed: the agent drops a
 refused batch and counts it, so "everything acknowledged was applied" stays true with no
-partial acknowledgements to reconcile. One node's bad batch never reaches the backend,
-so it cannot touch another node's state.
+partial acknowledgements to reconcile. One node's bad batch is refused before it is stored
+or buffered, so it cannot touch another node's state.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ except ImportError:  # pragma: no cover - a platform without a zlib-ng wheel
 
 from agent.model import SCHEMA_VERSION, Batch, GpuInfo, GpuSample, ProcessSample
 from collector.api import IngestError, RejectReason
-from collector.config import IngestSettings
+from collector.config import CollectorSettings, IngestSettings
 from collector.ingest_screen import (
     FINITE_FIELDS,
     GPU_COUNT_FIELDS,
@@ -195,6 +196,22 @@ def validate_batch(batch: Batch, now: float, settings: IngestSettings) -> list[R
         if len(problems) >= MAX_REJECTIONS:
             break
     return problems
+
+
+def accept_body(
+    body: bytes, content_encoding: str | None, now: float, settings: CollectorSettings
+) -> Batch:
+    """All that ``POST /v1/batches`` checks of a body, in order: decompress (413 past
+    ``server.max_body_bytes``), decode (422), validate against ``ingest`` at ``now`` (422
+    naming the first problem). A refused batch that decoded names its sample count in the
+    IngestError's ``samples``."""
+    batch = decode_batch(body, content_encoding, settings.server.max_body_bytes)
+    problems = validate_batch(batch, now, settings.ingest)
+    if problems:
+        err = rejection_error(problems)
+        err.samples = len(batch.samples)
+        raise err
+    return batch
 
 
 def rejection_error(problems: list[Rejection]) -> IngestError:

@@ -25,11 +25,12 @@ import msgspec
 from agent.model import Batch, BatchAck, GpuInfo, GpuSample
 from collector import reports
 from collector.accounting import Accountant
-from collector.api import FleetTotals, HealthReport, RejectReason, WorkloadReport
+from collector.api import FleetTotals, HealthReport, IngestError, RejectReason, WorkloadReport
 from collector.carbon import CarbonContext
 from collector.config import CollectorSettings
 from collector.fleet import FleetRules, TrackedGpu, mig_shares
 from collector.group_commit import GroupCommit
+from collector.ingest import accept_body
 from collector.ingest_stats import IngestStats
 from collector.ledger import BatchRecord, GpuCursor, Ledger, LedgerError, LedgerWrite
 from collector.recommend import RecommendPolicy, evaluate, reconcile
@@ -41,13 +42,19 @@ _SAMPLE_ENCODER = msgspec.json.Encoder()
 _BATCH_DECODER = msgspec.json.Decoder(Batch)
 
 
-class Incoming(NamedTuple):
-    """A validated batch on its way in: as decoded, as sent, when, and since when (stats)."""
+#: a placeholder while a group is stored (every one is replaced before the group returns)
+_NOT_STORED = RuntimeError("not stored")
 
-    batch: Batch
+
+class Incoming(NamedTuple):
+    """A batch on its way in: as sent (and how it is coded), when, since when (stats), and
+    decoded if the caller has done that already (``Pipeline.ingest``)."""
+
     body: bytes
+    content_encoding: str | None
     received_at: float
     started: float
+    batch: Batch | None = None
 
 
 class Pipeline:
@@ -87,6 +94,7 @@ class Pipeline:
         #: GPUs whose cursor moved since the last commit
         self._moved: set[str] = set()
         self._committed_at = -math.inf
+        self._hooks: list[Callable[[Batch], None]] = []
         self._policy = RecommendPolicy.default()
         self._evaluated_at: float | None = None
         self.restore()
@@ -94,53 +102,96 @@ class Pipeline:
     # -- ingest ---------------------------------------------------------------------------
 
     def ingest(self, batch: Batch, body: bytes, received_at: float) -> BatchAck:
-        """Make ``batch`` durable and buffer its samples; a repeat is acknowledged, ignored.
+        """Make a decoded, valid ``batch`` durable and buffer its samples; a repeat is
+        acknowledged and ignored. ``body`` is kept pending as sent (gzip or plain JSON).
 
         Concurrent calls share one ledger write (``GroupCommit``); each returns once its
         own batch is durable. On a lone caller's own thread."""
-        return self.recorder.submit(Incoming(batch, body, received_at, time.perf_counter()))
+        return self.recorder.submit(Incoming(body, None, received_at, time.perf_counter(), batch))
 
-    def submit(self, batch: Batch, body: bytes, received_at: float) -> Future[BatchAck]:
-        """``ingest`` on the ingest thread: the future has the ack once the batch is durable
-        (for the HTTP app's event loop, which decodes the next requests meanwhile)."""
-        return self.recorder.submit_async(Incoming(batch, body, received_at, time.perf_counter()))
+    def submit(
+        self, body: bytes, content_encoding: str | None, received_at: float
+    ) -> Future[BatchAck]:
+        """A body as POSTed, checked (``accept_body``), stored and buffered on the ingest
+        thread: the future has the ack once the batch is durable, or the IngestError that
+        refuses it. The HTTP app's event loop reads the next requests meanwhile; the ingest
+        thread takes whatever has queued as one group (one write, one sync)."""
+        return self.recorder.submit_async(
+            Incoming(body, content_encoding, received_at, time.perf_counter())
+        )
+
+    def on_accepted(self, hook: Callable[[Batch], None]) -> None:
+        """Call ``hook`` with every accepted batch, on the ingest thread, after it is
+        durable and buffered (the console's charts); a failing hook is logged."""
+        self._hooks.append(hook)
 
     def close(self, timeout: float = 30.0) -> None:
         """Stop the ingest thread once the batches queued for it are stored."""
         self.recorder.close(timeout)
 
     def _store(self, group: Sequence[Incoming]) -> list[BatchAck | BaseException]:
-        """The group write: one ledger write for every batch, then each buffered."""
-        records = [
-            BatchRecord(b.node, b.agent_boot_id, b.seq, received_at, body, len(b.samples))
-            for b, body, received_at, _ in group
-        ]
-        batch_ids = self.ledger.record_batches(records)
-        acks: list[BatchAck | BaseException] = []
-        for (batch, _, received_at, started), batch_id in zip(group, batch_ids, strict=True):
-            ack = BatchAck(status="duplicate", node=batch.node,
-                           agent_boot_id=batch.agent_boot_id, seq=batch.seq)  # fmt: skip
-            if batch_id is None:
-                self.stats.count_batch("duplicate")
-                acks.append(ack)
-                continue
-            # durable and pending: after a crash ``restore`` replays it, and a tick deletes
-            # only batches it has buffered
+        """The group write: each body checked, one ledger write for those that pass, then
+        each buffered. A refused batch fails alone; a failed ledger write fails the rest."""
+        outcomes: list[BatchAck | BaseException] = []
+        valid: list[tuple[int, Batch]] = []
+        for i, item in enumerate(group):
             try:
-                with self._lock:
-                    accepted = self._buffer(batch_id, batch)
-            except Exception as err:  # this batch alone: the others of the group are fine
-                log.exception("buffering batch %s of %s failed", batch.seq, batch.node)
-                acks.append(err)
+                batch = item.batch or accept_body(
+                    item.body, item.content_encoding, item.received_at, self.settings
+                )
+            except IngestError as err:
+                outcomes.append(err)
                 continue
-            self.stats.count_batch(
-                "accepted",
-                samples=accepted,
-                seconds=time.perf_counter() - started,
-                at=received_at,
-            )
-            acks.append(msgspec.structs.replace(ack, status="accepted", samples_accepted=accepted))
-        return acks
+            outcomes.append(_NOT_STORED)
+            valid.append((i, batch))
+        records = [
+            BatchRecord(b.node, b.agent_boot_id, b.seq, group[i].received_at, group[i].body,
+                        len(b.samples))
+            for i, b in valid
+        ]  # fmt: skip
+        try:
+            batch_ids = self.ledger.record_batches(records)
+        except Exception as err:  # nothing of this group was acknowledged
+            for i, _ in valid:
+                outcomes[i] = err
+            return outcomes
+        accepted: list[Batch] = []
+        for (i, batch), batch_id in zip(valid, batch_ids, strict=True):
+            outcomes[i] = outcome = self._stored(batch, batch_id, group[i])
+            if isinstance(outcome, BatchAck) and outcome.status == "accepted":
+                accepted.append(batch)
+        for batch in accepted:
+            for hook in self._hooks:
+                try:
+                    hook(batch)
+                except Exception:  # the batch is stored; a chart must not fail its ack
+                    log.exception("an accepted-batch hook failed")
+        return outcomes
+
+    def _stored(
+        self, batch: Batch, batch_id: int | None, item: Incoming
+    ) -> BatchAck | BaseException:
+        """Buffer a batch the ledger has stored (``batch_id`` None: a duplicate); its ack."""
+        ack = BatchAck(status="duplicate", node=batch.node, agent_boot_id=batch.agent_boot_id,
+                       seq=batch.seq)  # fmt: skip
+        if batch_id is None:
+            self.stats.count_batch("duplicate")
+            return ack
+        # durable and pending: after a crash ``restore`` replays it, and a tick deletes
+        # only batches it has buffered
+        try:
+            with self._lock:
+                accepted = self._buffer(batch_id, batch)
+        except Exception as err:  # this batch alone: the others of the group are fine
+            log.exception("buffering batch %s of %s failed", batch.seq, batch.node)
+            return err
+        self.stats.count_batch(
+            "accepted",
+            samples=accepted,
+            seconds=time.perf_counter() - item.started,
+            at=item.received_at,
+        )
+        return msgspec.structs.replace(ack, status="accepted", samples_accepted=accepted)
 
     def _buffer(self, batch_id: int, batch: Batch, replay: bool = False) -> int:
         """Buffer ``batch``'s samples; those too late are counted, except on ``replay``

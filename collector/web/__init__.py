@@ -1,11 +1,11 @@
 """The collector's web console: fleet, idle GPUs, recommendations, workloads, energy.
 
-``gpufleet`` wires it: a SeriesTap around the pipeline feeds a SeriesBuffer, and
-``console_routes`` go to ``create_app(..., extra_routes=...)``.
+``gpufleet`` wires it: the pipeline hands every accepted batch to a SeriesBuffer
+(``Pipeline.on_accepted``), and ``console_routes`` go to ``create_app(...,
+extra_routes=...)``.
 """
 
 from collector.web.routes import ConsoleSources, console_routes
 from collector.web.series import SeriesBuffer, SeriesPoint
-from collector.web.tap import SeriesTap
 
-__all__ = ["ConsoleSources", "SeriesBuffer", "SeriesPoint", "SeriesTap", "console_routes"]
+__all__ = ["ConsoleSources", "SeriesBuffer", "SeriesPoint", "console_routes"]

@@ -52,13 +52,13 @@ def settings(**server: object) -> CollectorSettings:
 
 @pytest.fixture
 def backend() -> FakeBackend:
-    return FakeBackend()
+    return FakeBackend(settings=settings())
 
 
 @pytest.fixture(scope="module")
 def shared() -> Iterator[tuple[FakeBackend, httpx.Client]]:
     """One server for the tests that only send refused batches (faster than one each)."""
-    backend = FakeBackend()
+    backend = FakeBackend(settings=settings())
     with served(create_app(backend, settings(), [TOKEN], clock=lambda: NOW)) as http:
         yield backend, http
 

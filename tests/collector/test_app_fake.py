@@ -24,6 +24,8 @@ from collector.api import (
     RejectReason,
     WorkloadReport,
 )
+from collector.config import CollectorSettings
+from collector.ingest import accept_body
 from collector.records import (
     GpuState,
     GpuView,
@@ -108,6 +110,8 @@ class FakeBackend:
     totals: FleetTotals = field(default_factory=lambda: FleetTotals("CNY"))
     healthy: bool = True
     fail_ingest: bool = False
+    #: what ``submit`` checks bodies against (the real collector's are its settings)
+    settings: CollectorSettings = field(default_factory=CollectorSettings)
     ingested: list[tuple[Batch, bytes, float]] = field(default_factory=list)
     rejections: Counter[tuple[str, int]] = field(default_factory=Counter)
     workload_calls: list[tuple[float, float]] = field(default_factory=list)
@@ -129,9 +133,14 @@ class FakeBackend:
             return BatchAck(status="duplicate", **ack)  # type: ignore[arg-type]
         return BatchAck(status="accepted", samples_accepted=len(batch.samples), **ack)  # type: ignore[arg-type]
 
-    def submit(self, batch: Batch, body: bytes, received_at: float) -> Future[BatchAck]:
+    def submit(
+        self, body: bytes, content_encoding: str | None, received_at: float
+    ) -> Future[BatchAck]:
+        """As the pipeline's: the body checked by the real ``accept_body`` (with
+        ``settings``), then ``ingest``; done at once, on the caller's thread."""
         future: Future[BatchAck] = Future()
         try:
+            batch = accept_body(body, content_encoding, received_at, self.settings)
             future.set_result(self.ingest(batch, body, received_at))
         except Exception as err:  # as the real one: the future fails, the edge answers
             future.set_exception(err)

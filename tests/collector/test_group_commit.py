@@ -104,3 +104,68 @@ def test_a_write_returning_the_wrong_number_of_results_fails_its_callers() -> No
     committer: GroupCommit[int, int] = GroupCommit(lambda items: [])
     with pytest.raises(RuntimeError, match="0 results for 1"):
         committer.submit(1)
+
+
+def test_asynchronous_items_queued_during_a_write_go_together_on_the_worker_thread() -> None:
+    write = GatedWrite()
+    threads: list[str] = []
+
+    def recording(items: Sequence[str]) -> list[str]:
+        threads.append(threading.current_thread().name)
+        return write(items)
+
+    committer: GroupCommit[str, str] = GroupCommit(recording, name="ingest-test")
+    first = committer.submit_async("a")
+    assert write.started.wait(TIMEOUT_S)
+    rest = [committer.submit_async(item) for item in ("b", "c", "d")]
+    assert not first.done() and committer.queued() == 3  # nobody answered during "a"
+    write.gate.set()
+    assert [f.result(TIMEOUT_S) for f in (first, *rest)] == ["A", "B", "C", "D"]
+    assert write.groups == [["a"], ["b", "c", "d"]]
+    assert threads == ["ingest-test", "ingest-test"]
+    committer.close(TIMEOUT_S)
+
+
+def test_a_blocking_caller_and_the_worker_share_groups_and_each_gets_its_own_result() -> None:
+    write = GatedWrite()
+    committer: GroupCommit[str, str] = GroupCommit(write)
+    first = committer.submit_async("a")
+    assert write.started.wait(TIMEOUT_S)
+    blocked, results = submit_in_threads(committer, ["b"])
+    later = committer.submit_async("c")
+    wait_until_queued(committer, 2)
+    write.gate.set()
+    for thread in blocked:
+        thread.join(TIMEOUT_S)
+    assert (first.result(TIMEOUT_S), results, later.result(TIMEOUT_S)) == ("A", {"b": "B"}, "C")
+    assert sorted(write.groups[1]) == ["b", "c"]
+    committer.close(TIMEOUT_S)
+
+
+def test_an_exception_as_one_result_fails_that_item_alone() -> None:
+    def write(items: Sequence[int]) -> list[int | BaseException]:
+        return [ValueError(f"item {i} refused") if i < 0 else i * 2 for i in items]
+
+    committer: GroupCommit[int, int] = GroupCommit(write)
+    futures = [committer.submit_async(i) for i in (1, -1, 2)]
+    assert futures[0].result(TIMEOUT_S) == 2 and futures[2].result(TIMEOUT_S) == 4
+    with pytest.raises(ValueError, match="item -1 refused"):
+        futures[1].result(TIMEOUT_S)
+    with pytest.raises(ValueError, match="item -3 refused"):
+        committer.submit(-3)
+    committer.close(TIMEOUT_S)
+
+
+def test_close_writes_what_is_queued_then_refuses_more() -> None:
+    write = GatedWrite()
+    committer: GroupCommit[str, str] = GroupCommit(write)
+    queued = [committer.submit_async(item) for item in ("a", "b")]
+    assert write.started.wait(TIMEOUT_S)
+    closing = threading.Thread(target=committer.close, args=(TIMEOUT_S,))
+    closing.start()
+    write.gate.set()
+    closing.join(TIMEOUT_S)
+    assert not closing.is_alive()
+    assert [f.result(0) for f in queued] == ["A", "B"]
+    with pytest.raises(RuntimeError, match="closed"):
+        committer.submit_async("c")

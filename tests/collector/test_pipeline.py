@@ -15,6 +15,7 @@ import pytest
 from agent.model import SCHEMA_VERSION, Batch, GpuInfo, GpuSample, Workload, WorkloadKind
 from collector import reports
 from collector.accounting import Accountant
+from collector.api import IngestError
 from collector.carbon import IntensityTable
 from collector.config import AnalysisSettings, CarbonSettings, CollectorSettings
 from collector.cost import PriceBook
@@ -414,3 +415,32 @@ def test_a_failed_commit_keeps_what_was_applied_and_the_next_commit_saves_it(
     pipeline.tick(flush=True)
     assert energy(pipeline) == WATTS * 110 and pipeline.ledger.pending_batches() == []
     pipeline.ledger.close()
+
+
+def test_submitted_bodies_are_checked_on_the_ingest_thread_and_a_refused_one_fails_alone(
+    pipeline: Pipeline,
+) -> None:
+    """What the app hands over is the body as POSTed: decoded, validated and stored off
+    the event loop; a malformed or invalid body in the same group gets its own 422."""
+    seen: list[tuple[int, str]] = []
+    pipeline.on_accepted(lambda b: seen.append((b.seq, threading.current_thread().name)))
+    negative = msgspec.structs.replace(sample(70, 0.5), power_watts=-5.0)
+    invalid = msgspec.structs.replace(batch(3, range(60, 70, 10)), samples=(negative,))
+    futures = [
+        pipeline.submit(gzip.compress(msgspec.json.encode(batch(1, range(0, 60, 10)))), "gzip", T0),
+        pipeline.submit(b'{"schema_version": 1, "node": ', None, T0),
+        pipeline.submit(msgspec.json.encode(invalid), None, T0),
+        pipeline.submit(msgspec.json.encode(batch(2, range(60, 120, 10))), None, T0),
+        pipeline.submit(msgspec.json.encode(batch(2, range(60, 120, 10))), None, T0),
+    ]
+    assert futures[0].result(10).status == "accepted"
+    refused = ((futures[1], None, 0), (futures[2], "$.samples[0].power_watts", 1))
+    for future, field, samples in refused:
+        err = future.exception(10)
+        assert isinstance(err, IngestError) and err.status == 422
+        assert (err.field, err.samples) == (field, samples)
+    assert [f.result(10).status for f in futures[3:]] == ["accepted", "duplicate"]
+    assert seen == [(1, "gpufleet-ingest"), (2, "gpufleet-ingest")]  # not the duplicate
+    pipeline.tick(flush=True)
+    assert energy(pipeline) == WATTS * 110
+    pipeline.close()
