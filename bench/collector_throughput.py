@@ -125,7 +125,7 @@ def run_collector(
     cpu = time.process_time()
     timed.applied += timed.charge("tick", partial(pipeline.tick, flush=True))
     timed.cpu_seconds += time.process_time() - cpu
-    timed.ack_groups = pipeline.recorder.groups
+    timed.ack_groups = pipeline.queue.recorder.groups
     pipeline.ledger.close()
     gc.set_threshold(*thresholds)
     return timed

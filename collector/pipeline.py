@@ -1,11 +1,14 @@
 """The collector's stateful heart: ingest -> per-GPU order -> intervals -> accounting -> ledger.
 
-One ``Pipeline`` owns the in-memory fleet state. ``ingest`` makes a batch durable (the ledger
-acknowledges it) and buffers its samples; ``tick`` applies every sample that is past the
-reorder window, accounts the intervals (energy, idle, cost, carbon per GPU and workload),
-commits the deltas and the GPUs' cursors in one transaction, and re-evaluates the
-recommendations when due. After a crash, ``restore`` rebuilds the state from the ledger:
-cursors say what was applied; pending batches hold what was acknowledged but not applied.
+One ``Pipeline`` owns the in-memory fleet state. ``submit`` (the HTTP app's way in) and
+``ingest`` make a batch durable in the intake log (the ledger acknowledges it) and buffer
+its samples; ``submit`` does it on the ingest thread, which also decodes and validates the
+body and stores whatever has queued as one group. ``tick`` applies every sample that is
+past the reorder window and accounts the intervals (energy, idle, cost, carbon per GPU and
+workload) into the write in progress; every ``ingest.commit_interval_seconds`` it commits
+that write, the GPUs' cursors and the batches now applied in one transaction. After a crash,
+``restore`` rebuilds the state from the ledger: cursors say what was committed; pending
+batches hold what was acknowledged but not committed.
 """
 
 from __future__ import annotations
@@ -16,23 +19,21 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection
 from concurrent.futures import Future
-from typing import NamedTuple
 
 import msgspec
 
 from agent.model import Batch, BatchAck, GpuInfo, GpuSample
 from collector import reports
 from collector.accounting import Accountant
-from collector.api import FleetTotals, HealthReport, IngestError, RejectReason, WorkloadReport
+from collector.api import FleetTotals, HealthReport, RejectReason, WorkloadReport
 from collector.carbon import CarbonContext
 from collector.config import CollectorSettings
 from collector.fleet import FleetRules, TrackedGpu, mig_shares
-from collector.group_commit import GroupCommit
-from collector.ingest import accept_body
+from collector.ingest_queue import IngestQueue
 from collector.ingest_stats import IngestStats
-from collector.ledger import BatchRecord, GpuCursor, Ledger, LedgerError, LedgerWrite
+from collector.ledger import GpuCursor, Ledger, LedgerError, LedgerWrite
 from collector.recommend import RecommendPolicy, evaluate, reconcile
 from collector.records import GpuView, Recommendation, RecommendationStatus
 
@@ -40,21 +41,6 @@ log = logging.getLogger(__name__)
 _SAMPLE_DECODER = msgspec.json.Decoder(GpuSample)
 _SAMPLE_ENCODER = msgspec.json.Encoder()
 _BATCH_DECODER = msgspec.json.Decoder(Batch)
-
-
-#: a placeholder while a group is stored (every one is replaced before the group returns)
-_NOT_STORED = RuntimeError("not stored")
-
-
-class Incoming(NamedTuple):
-    """A batch on its way in: as sent (and how it is coded), when, since when (stats), and
-    decoded if the caller has done that already (``Pipeline.ingest``)."""
-
-    body: bytes
-    content_encoding: str | None
-    received_at: float
-    started: float
-    batch: Batch | None = None
 
 
 class Pipeline:
@@ -77,10 +63,7 @@ class Pipeline:
             min_episode_seconds=settings.analysis.min_episode_seconds,
         )
         self._lock = threading.RLock()
-        #: concurrent batches share one ledger write (and fsync), then are buffered together
-        self.recorder: GroupCommit[Incoming, BatchAck] = GroupCommit(
-            self._store, name="gpufleet-ingest"
-        )
+        self.queue = IngestQueue(settings, lambda: self.ledger, self._buffer_stored, self.stats)
         self._gpus: dict[str, TrackedGpu] = {}
         self._node_labels: dict[str, dict[str, str]] = {}
         #: pending batch id -> how many of its GPUs still have samples to apply
@@ -94,104 +77,33 @@ class Pipeline:
         #: GPUs whose cursor moved since the last commit
         self._moved: set[str] = set()
         self._committed_at = -math.inf
-        self._hooks: list[Callable[[Batch], None]] = []
         self._policy = RecommendPolicy.default()
         self._evaluated_at: float | None = None
         self.restore()
 
-    # -- ingest ---------------------------------------------------------------------------
+    # -- ingest (collector/ingest_queue.py) ---------------------------------------------
 
     def ingest(self, batch: Batch, body: bytes, received_at: float) -> BatchAck:
-        """Make a decoded, valid ``batch`` durable and buffer its samples; a repeat is
-        acknowledged and ignored. ``body`` is kept pending as sent (gzip or plain JSON).
-
-        Concurrent calls share one ledger write (``GroupCommit``); each returns once its
-        own batch is durable. On a lone caller's own thread."""
-        return self.recorder.submit(Incoming(body, None, received_at, time.perf_counter(), batch))
+        """``IngestQueue.ingest``: a decoded batch made durable and buffered; its ack."""
+        return self.queue.ingest(batch, body, received_at)
 
     def submit(
         self, body: bytes, content_encoding: str | None, received_at: float
     ) -> Future[BatchAck]:
-        """A body as POSTed, checked (``accept_body``), stored and buffered on the ingest
-        thread: the future has the ack once the batch is durable, or the IngestError that
-        refuses it. The HTTP app's event loop reads the next requests meanwhile; the ingest
-        thread takes whatever has queued as one group (one write, one sync)."""
-        return self.recorder.submit_async(
-            Incoming(body, content_encoding, received_at, time.perf_counter())
-        )
+        """``IngestQueue.submit``: a body as POSTed, checked, stored and buffered on the
+        ingest thread; the HTTP app's way in."""
+        return self.queue.submit(body, content_encoding, received_at)
 
     def on_accepted(self, hook: Callable[[Batch], None]) -> None:
-        """Call ``hook`` with every accepted batch, on the ingest thread, after it is
-        durable and buffered (the console's charts); a failing hook is logged."""
-        self._hooks.append(hook)
+        self.queue.on_accepted(hook)
 
     def close(self, timeout: float = 30.0) -> None:
         """Stop the ingest thread once the batches queued for it are stored."""
-        self.recorder.close(timeout)
+        self.queue.close(timeout)
 
-    def _store(self, group: Sequence[Incoming]) -> list[BatchAck | BaseException]:
-        """The group write: each body checked, one ledger write for those that pass, then
-        each buffered. A refused batch fails alone; a failed ledger write fails the rest."""
-        outcomes: list[BatchAck | BaseException] = []
-        valid: list[tuple[int, Batch]] = []
-        for i, item in enumerate(group):
-            try:
-                batch = item.batch or accept_body(
-                    item.body, item.content_encoding, item.received_at, self.settings
-                )
-            except IngestError as err:
-                outcomes.append(err)
-                continue
-            outcomes.append(_NOT_STORED)
-            valid.append((i, batch))
-        records = [
-            BatchRecord(b.node, b.agent_boot_id, b.seq, group[i].received_at, group[i].body,
-                        len(b.samples))
-            for i, b in valid
-        ]  # fmt: skip
-        try:
-            batch_ids = self.ledger.record_batches(records)
-        except Exception as err:  # nothing of this group was acknowledged
-            for i, _ in valid:
-                outcomes[i] = err
-            return outcomes
-        accepted: list[Batch] = []
-        for (i, batch), batch_id in zip(valid, batch_ids, strict=True):
-            outcomes[i] = outcome = self._stored(batch, batch_id, group[i])
-            if isinstance(outcome, BatchAck) and outcome.status == "accepted":
-                accepted.append(batch)
-        for batch in accepted:
-            for hook in self._hooks:
-                try:
-                    hook(batch)
-                except Exception:  # the batch is stored; a chart must not fail its ack
-                    log.exception("an accepted-batch hook failed")
-        return outcomes
-
-    def _stored(
-        self, batch: Batch, batch_id: int | None, item: Incoming
-    ) -> BatchAck | BaseException:
-        """Buffer a batch the ledger has stored (``batch_id`` None: a duplicate); its ack."""
-        ack = BatchAck(status="duplicate", node=batch.node, agent_boot_id=batch.agent_boot_id,
-                       seq=batch.seq)  # fmt: skip
-        if batch_id is None:
-            self.stats.count_batch("duplicate")
-            return ack
-        # durable and pending: after a crash ``restore`` replays it, and a tick deletes
-        # only batches it has buffered
-        try:
-            with self._lock:
-                accepted = self._buffer(batch_id, batch)
-        except Exception as err:  # this batch alone: the others of the group are fine
-            log.exception("buffering batch %s of %s failed", batch.seq, batch.node)
-            return err
-        self.stats.count_batch(
-            "accepted",
-            samples=accepted,
-            seconds=time.perf_counter() - item.started,
-            at=item.received_at,
-        )
-        return msgspec.structs.replace(ack, status="accepted", samples_accepted=accepted)
+    def _buffer_stored(self, batch_id: int, batch: Batch) -> int:
+        with self._lock:
+            return self._buffer(batch_id, batch)
 
     def _buffer(self, batch_id: int, batch: Batch, replay: bool = False) -> int:
         """Buffer ``batch``'s samples; those too late are counted, except on ``replay``
