@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
@@ -50,13 +50,18 @@ class _Slot(Generic[T, R]):
         return self.result  # type: ignore[return-value]  # set by the write, R may be None
 
     def settle(self) -> None:
-        """Hand an asynchronous caller its outcome (outside the lock: callbacks run here)."""
+        """Hand an asynchronous caller its outcome (outside the lock: callbacks run here).
+        A caller that cancelled its future meanwhile (a client gone) gets nothing: its item
+        was written all the same, and a retry of it is the write's business."""
         if self.future is None:
             return
-        if self.error is not None:
-            self.future.set_exception(self.error)
-        else:
-            self.future.set_result(self.result)  # type: ignore[arg-type]  # R may be None
+        try:
+            if self.error is not None:
+                self.future.set_exception(self.error)
+            else:
+                self.future.set_result(self.result)  # type: ignore[arg-type]  # R may be None
+        except InvalidStateError:  # cancelled: the worker must live on for the others
+            pass
 
 
 class GroupCommit(Generic[T, R]):

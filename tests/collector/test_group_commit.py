@@ -169,3 +169,17 @@ def test_close_writes_what_is_queued_then_refuses_more() -> None:
     assert [f.result(0) for f in queued] == ["A", "B"]
     with pytest.raises(RuntimeError, match="closed"):
         committer.submit_async("c")
+
+
+def test_a_future_cancelled_while_its_item_is_written_leaves_the_worker_serving() -> None:
+    """The app's request may go away (a client that disconnects cancels its future); the
+    item is written all the same and the next items are served."""
+    write = GatedWrite()
+    committer: GroupCommit[str, str] = GroupCommit(write)
+    gone = committer.submit_async("a")
+    assert write.started.wait(TIMEOUT_S)
+    assert gone.cancel()
+    write.gate.set()
+    assert committer.submit_async("b").result(TIMEOUT_S) == "B"
+    assert write.groups[0] == ["a"] and gone.cancelled()
+    committer.close(TIMEOUT_S)
