@@ -18,7 +18,6 @@ from functools import partial
 from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
-    from agent.model import Batch
     from collector.config import IngestSettings
     from collector.pipeline import Pipeline
 
@@ -113,9 +112,9 @@ def feed_concurrent(
     agents: one thread hands each body to ``Pipeline.submit`` without waiting; the
     pipeline's ingest thread decodes, validates, stores and buffers them in groups (its CPU
     is charged to ``ingest`` afterwards: ``ingest_thread_seconds``); the second is over
-    once every batch is acknowledged. Every ``ingest.apply_interval_seconds``
-    a tick runs on the scheduler's thread while the next seconds' batches arrive (one tick
-    at a time, as APScheduler runs the apply job)."""
+    once every batch is acknowledged. Every ``ingest.apply_interval_seconds`` a tick runs
+    on the scheduler's thread while the next seconds' batches arrive (one tick at a time,
+    as APScheduler runs the apply job)."""
     start = clock.now
     with ThreadPoolExecutor(1, thread_name_prefix="scheduler") as scheduler:
         ticking: Future[None] | None = None
@@ -143,8 +142,10 @@ def feed_concurrent(
 
 def ingest_thread_seconds() -> float:
     """CPU seconds of the pipeline's ingest thread so far (0 if it never started)."""
+    from collector.ingest_queue import INGEST_THREAD_NAME
+
     for thread in threading.enumerate():
-        if thread.name == "gpufleet-ingest" and thread.ident is not None:
+        if thread.name == INGEST_THREAD_NAME and thread.ident is not None:
             return time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
     return 0.0
 
@@ -156,8 +157,9 @@ def scheduled(pipeline: Pipeline, timed: Timed, now: float) -> None:
     timed.charge("evaluate", partial(pipeline.evaluate_if_due, now))
 
 
-def decoded(ingest: IngestSettings, timed: Timed, body: bytes, now: float) -> Batch:
-    """What POST /v1/batches does with one gzipped body before storing it (collector/app.py)."""
+def feed(pipeline: Pipeline, ingest: IngestSettings, timed: Timed, body: bytes, now: float) -> None:
+    """What POST /v1/batches does with one gzipped body (collector/app.py), stage by stage,
+    stored on the calling thread."""
     from collector.ingest import decompress, parse_batch, validate_batch
 
     data = timed.charge("decode", partial(decompress, body, "gzip", MAX_BODY_BYTES))
@@ -165,10 +167,4 @@ def decoded(ingest: IngestSettings, timed: Timed, body: bytes, now: float) -> Ba
     problems = timed.charge("validate", partial(validate_batch, batch, now, ingest))
     if problems:
         raise RuntimeError(f"the synthetic batch was refused: {problems[0]}")
-    return batch
-
-
-def feed(pipeline: Pipeline, ingest: IngestSettings, timed: Timed, body: bytes, now: float) -> None:
-    """One gzipped body through POST /v1/batches' stages, stored on the calling thread."""
-    batch = decoded(ingest, timed, body, now)
     timed.charge("ingest", partial(pipeline.ingest, batch, body, now))  # kept as sent

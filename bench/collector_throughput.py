@@ -17,16 +17,14 @@ commit; Pipeline.evaluate_if_due: recommendations), ticking on after the last ba
 until the reorder window has passed on the collector's clock, then a final flush (nothing
 left by then). ``evaluate_if_due`` evaluates the recommendations once per 60 s of simulated
 time: the first on an empty fleet, the next (the drain makes every run long enough) on the
-whole fleet. ``--arrivals serial``: all of it on one
-thread, batch after batch, each batch stored (and, at FULL, synced) alone.
-``--arrivals concurrent``: each second's batches in flight at once, as the app's event
-loop has them from many agents: one thread hands each body to ``Pipeline.submit``; the
-pipeline's ingest thread decodes, validates and stores whatever is queued with one write
-(and one sync) and buffers it (all charged to the ingest stage); the tick runs on a
-thread of its own. Either way the
-figure is GPU-samples per CPU second of the whole process. The ledger is a real SQLite
-file in a temporary directory, synchronous=FULL (the default) and, for comparison, NORMAL
-(``--synchronous``).
+whole fleet. ``--arrivals serial``: all of it on one thread, batch after batch, each batch
+stored (and, at FULL, synced) alone. ``--arrivals concurrent``: each second's batches in
+flight at once, as the app's event loop has them from many agents: one thread hands each
+body to ``Pipeline.submit``; the pipeline's ingest thread decodes, validates and stores
+whatever is queued with one write (and one sync) and buffers it (all charged to the ingest
+stage); the tick runs on a thread of its own. Either way the figure is GPU-samples per CPU
+second of the whole process. The ledger is a real SQLite file in a temporary directory,
+synchronous=FULL (the default) and, for comparison, NORMAL (``--synchronous``).
 
 Targets (issue 3): at least 50,000 GPU-samples/s, under 20 KB per tracked GPU.
 """
