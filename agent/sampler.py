@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from agent.model import GpuInfo, GpuSample
-from agent.source import GpuSource
+from agent.sources.interface import GpuSource
 from agent.stats import AgentStats
 
 log = logging.getLogger(__name__)

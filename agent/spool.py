@@ -24,6 +24,7 @@ from pathlib import Path
 
 from agent.model import Batch, encode_batch
 from agent.stats import AgentStats
+from gpufleet.durable import fsync_directory
 
 log = logging.getLogger(__name__)
 
@@ -255,13 +256,3 @@ def _read_or_empty(path: Path) -> bytes:
         return path.read_bytes()
     except OSError:
         return b""
-
-
-def fsync_directory(directory: Path) -> None:
-    """Make ``directory``'s entries durable: a new or renamed file in it survives a power
-    loss only once this returns (the spool's renames, the collector's intake segments)."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -76,9 +76,9 @@ class AgentLoop:
     ) -> None:
         from prometheus_client import CollectorRegistry
 
-        from agent.attribution import Attributor
+        from agent.attribution.attributor import Attributor
         from agent.config import AttributionSettings, ShipperSettings
-        from agent.exporter import AgentExporter, XidTally
+        from agent.metrics.exporter import AgentExporter, XidTally
         from agent.sampler import Sampler
         from agent.shipper import Shipper
         from agent.stats import AgentStats
@@ -136,12 +136,12 @@ def opened_source(kind: str, clock: TickClock) -> Iterator[tuple[Any, list[float
     """The GPU source, and a one-item list the fake NVML library adds its CPU seconds to."""
     spent = [0.0]
     if kind == "simulated":
-        from agent.simulated import SimulatedNode
+        from agent.sources.simulated.source import SimulatedNode
 
         yield SimulatedNode.build(NODE, ["H100"] * GPUS, start_time=clock.unix()), spent
         return
     from agent.config import SourceSettings
-    from agent.nvml import NvmlSource
+    from agent.sources.nvml.source import NvmlSource
     from tests.fakes.nvml_lib import FakeClock, install_fake_nvml, load_scenario
 
     fake_clock = FakeClock()

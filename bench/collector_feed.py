@@ -142,7 +142,7 @@ def feed_concurrent(
 
 def ingest_thread_seconds() -> float:
     """CPU seconds of the pipeline's ingest thread so far (0 if it never started)."""
-    from collector.ingest_queue import INGEST_THREAD_NAME
+    from collector.ingest.queue import INGEST_THREAD_NAME
 
     for thread in threading.enumerate():
         if thread.name == INGEST_THREAD_NAME and thread.ident is not None:
@@ -158,9 +158,9 @@ def scheduled(pipeline: Pipeline, timed: Timed, now: float) -> None:
 
 
 def feed(pipeline: Pipeline, ingest: IngestSettings, timed: Timed, body: bytes, now: float) -> None:
-    """What POST /v1/batches does with one gzipped body (collector/app.py), stage by stage,
+    """What POST /v1/batches does with one gzipped body (collector/http/app.py), stage by stage,
     stored on the calling thread."""
-    from collector.ingest import decompress, parse_batch, validate_batch
+    from collector.ingest.decode import decompress, parse_batch, validate_batch
 
     data = timed.charge("decode", partial(decompress, body, "gzip", MAX_BODY_BYTES))
     batch = timed.charge("decode", partial(parse_batch, data))

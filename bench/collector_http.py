@@ -138,7 +138,7 @@ def run_http(
         env = dict(os.environ, GPUFLEET_SERVER__TOKENS=TOKEN,
                    GPUFLEET_LEDGER__SYNCHRONOUS=synchronous,
                    GPUFLEET_INGEST__APPLY_INTERVAL_SECONDS=str(apply_every))  # fmt: skip
-        args = python_module("gpufleet.cli", "collector", "--port", str(port),
+        args = python_module("gpufleet.cli.main", "collector", "--port", str(port),
                              "--db", str(Path(tmp) / "ledger.db"))  # fmt: skip
         with child_process(args, env=env, quiet=True) as collector:
             wait_for_http(f"{base}/healthz")

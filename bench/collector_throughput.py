@@ -86,7 +86,7 @@ def run_collector(
     """Feed every batch through the real pipeline second by second; CPU charged per stage.
     ``apply_every``: the collector's ``ingest.apply_interval_seconds`` (None: default)."""
     from collector.config import CollectorSettings, LedgerSettings
-    from gpufleet.collector_main import build_collector, tune_gc
+    from gpufleet.cli.collector import build_collector, tune_gc
 
     clock = SimClock(start_unix)
     ledger = LedgerSettings(url=str(work_dir / "ledger.db"), synchronous=synchronous)

@@ -20,7 +20,7 @@ import msgspec
 
 from agent.model import SCHEMA_VERSION, Batch, GpuInfo, GpuSample, ProcessSample, Workload
 from agent.model import WorkloadKind as Kind
-from agent.simulated import SimulatedNode
+from agent.sources.simulated.source import SimulatedNode
 from agent.spool import gzip_batch
 
 GPUS_PER_NODE = 8

@@ -10,8 +10,8 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from collector.actions_settings import ActionSettings
-from collector.influx_settings import InfluxSettings
+from collector.actions.settings import ActionSettings
+from collector.influx.settings import InfluxSettings
 from collector.notify.settings import NotificationSettings
 from gpufleet.settings import ConfigError
 

@@ -26,15 +26,16 @@ import msgspec
 
 from agent.model import Batch, BatchAck, GpuInfo, GpuSample
 from collector import reports
-from collector.accounting import Accountant
-from collector.api import FleetTotals, HealthReport, RejectReason, WorkloadReport
-from collector.carbon import CarbonContext
+from collector.accounting.accountant import Accountant
+from collector.analysis.carbon import CarbonContext
+from collector.backend import FleetTotals, HealthReport, RejectReason, WorkloadReport
 from collector.config import CollectorSettings
-from collector.fleet import FleetRules, TrackedGpu, mig_shares
-from collector.ingest_queue import IngestQueue
-from collector.ingest_stats import IngestStats
-from collector.ledger import GpuCursor, Ledger, LedgerError, LedgerWrite
-from collector.recommend import RecommendPolicy, evaluate, reconcile
+from collector.fleet.rules import FleetRules
+from collector.fleet.state import TrackedGpu, mig_shares
+from collector.ingest.queue import IngestQueue
+from collector.ingest.stats import IngestStats
+from collector.ledger.store import GpuCursor, Ledger, LedgerError, LedgerWrite
+from collector.recommend.lifecycle import RecommendPolicy, evaluate, reconcile
 from collector.records import GpuView, Recommendation, RecommendationStatus
 
 log = logging.getLogger(__name__)
@@ -81,7 +82,7 @@ class Pipeline:
         self._evaluated_at: float | None = None
         self.restore()
 
-    # -- ingest (collector/ingest_queue.py) ---------------------------------------------
+    # -- ingest (collector/ingest/queue.py) ---------------------------------------------
 
     def ingest(self, batch: Batch, body: bytes, received_at: float) -> BatchAck:
         """``IngestQueue.ingest``: a decoded batch made durable and buffered; its ack."""

@@ -7,9 +7,9 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from collector.accounting import Accountant
-from collector.api import EnergyTotal, FleetRates, WasteTotal, WorkloadReport
-from collector.ledger import GpuRecord, Ledger
+from collector.accounting.accountant import Accountant
+from collector.backend import EnergyTotal, FleetRates, WasteTotal, WorkloadReport
+from collector.ledger.store import GpuRecord, Ledger
 from collector.records import HOUR_SECONDS, GpuState, GpuView, IdleEpisode, Usage, WorkloadRef
 
 IDLE_STATES = (GpuState.ALLOCATED_IDLE, GpuState.UNALLOCATED)

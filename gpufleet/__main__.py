@@ -1,5 +1,5 @@
 import sys
 
-from gpufleet.cli import main
+from gpufleet.cli.main import main
 
 sys.exit(main())

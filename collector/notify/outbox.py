@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import msgspec
 
-from collector.ledger import Ledger
+from collector.ledger.store import Ledger
 from collector.notify.changes import Notified
 from collector.notify.messages import Event
 

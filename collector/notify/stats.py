@@ -12,13 +12,13 @@ from collections.abc import Callable, Iterator, Mapping
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from collector.catalogue import (
+from collector.metrics.catalogue import (
     NOTIFY,
     NOTIFY_CHANNEL_BROKEN,
     NOTIFY_MESSAGES,
     NOTIFY_OUTBOX_PENDING,
 )
-from collector.exporter import family
+from collector.metrics.exporter import family
 
 
 class NotifyStats:

@@ -29,11 +29,11 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from collector.api import CollectorBackend
-from collector.app import Handler, QueryError, error_response, json_response, parse_window
-from collector.auth import BearerAuth
+from collector.backend import CollectorBackend
 from collector.config import CollectorSettings
-from collector.ledger_records import GpuRecord
+from collector.http.app import Handler, QueryError, error_response, json_response, parse_window
+from collector.http.auth import BearerAuth
+from collector.ledger.records import GpuRecord
 from collector.records import HOUR_SECONDS, Usage
 from collector.web.series import SeriesBuffer, SeriesPoint
 

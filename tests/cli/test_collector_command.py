@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from collector.intake import IntakeLog
+from collector.ledger.batch_log import IntakeLog
 
 
 def test_a_second_collector_on_one_ledger_stops_with_a_clear_error(tmp_path: Path) -> None:

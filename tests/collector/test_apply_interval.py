@@ -10,7 +10,7 @@ import msgspec
 import pytest
 
 from agent.model import SCHEMA_VERSION, Batch, GpuInfo, GpuSample
-from gpufleet.collector_main import CHECK_EVERY_SECONDS, build_collector
+from gpufleet.cli.collector import CHECK_EVERY_SECONDS, build_collector
 from gpufleet.settings import ConfigError
 from tests.collector.settings_file import load
 

@@ -14,12 +14,12 @@ import pytest
 
 from agent.model import SCHEMA_VERSION, Batch, GpuInfo, GpuSample, Workload, WorkloadKind
 from collector import reports
-from collector.accounting import Accountant
-from collector.api import IngestError
-from collector.carbon import IntensityTable
+from collector.accounting.accountant import Accountant
+from collector.analysis.carbon import IntensityTable
+from collector.analysis.cost import PriceBook
+from collector.backend import IngestError
 from collector.config import AnalysisSettings, CarbonSettings, CollectorSettings
-from collector.cost import PriceBook
-from collector.ledger import Ledger, LedgerError, LedgerWrite
+from collector.ledger.store import Ledger, LedgerError, LedgerWrite
 from collector.pipeline import Pipeline
 from gpufleet.settings import ConfigError, load_settings
 
@@ -180,7 +180,7 @@ def test_workloads_counts_an_open_idle_episode_once_and_only_in_its_range(
 
 
 def test_workloads_include_the_hour_a_range_starts_in(pipeline: Pipeline) -> None:
-    """``usage`` sums the hourly rollups that *overlap* the range (collector/api.py)."""
+    """``usage`` sums the hourly rollups that *overlap* the range (collector/backend.py)."""
     ingest(pipeline, batch(1, range(0, 610, 10)))
     pipeline.tick(flush=True)
     (report,) = pipeline.workloads(T0 + 300, T0 + 600)

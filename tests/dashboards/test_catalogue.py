@@ -10,10 +10,10 @@ import functools
 
 import pytest
 
-from agent.catalogue import CATALOGUE as AGENT_CATALOGUE
-from agent.dcgm_compat import DCGM_METRICS
+from agent.metrics.catalogue import CATALOGUE as AGENT_CATALOGUE
+from agent.metrics.dcgm import DCGM_METRICS
 from agent.model import THROTTLE_REASONS
-from collector.catalogue import CATALOGUE as COLLECTOR_CATALOGUE
+from collector.metrics.catalogue import CATALOGUE as COLLECTOR_CATALOGUE
 from collector.records import GpuState, RecommendationKind
 from tests.dashboards.promql import Query, parse
 from tests.dashboards.queries import (

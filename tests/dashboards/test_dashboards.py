@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from gpufleet.cli import main
-from gpufleet.dashboards_build import all_dashboards, readme, rendered_files
+from gpufleet.cli.main import main
+from gpufleet.dashboards.build import all_dashboards, readme, rendered_files
 from tests.dashboards.queries import DASHBOARDS, dashboard_files, load
 
 BOARDS = {path.stem: load(path) for path in dashboard_files()}

@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from collector.carbon import IntensityTable
+from collector.analysis.carbon import IntensityTable
+from collector.analysis.cost import PriceBook
 from collector.config import CarbonSettings
-from collector.cost import PriceBook
 from tests.dashboards.live_stack import Prometheus, escape_regex, live_stack
 from tests.dashboards.queries import (
     DASHBOARDS,

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet.cli import main
-from gpufleet.dashboards_build import all_dashboards
+from gpufleet.cli.main import main
+from gpufleet.dashboards.build import all_dashboards
 from tests.dashboards.grafana_server import grafana
 
 TOKEN = "glsa_test_token_123"

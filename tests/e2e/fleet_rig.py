@@ -18,10 +18,9 @@ import uvicorn
 from agent.config import ShipperSettings
 from agent.sampler import Sampler
 from agent.shipper import Shipper
-from agent.sim_hardware import gpu_model
-from agent.sim_plan import build_gpus, make_workload
-from agent.sim_workloads import make_pattern, stable_key
-from agent.simulated import (
+from agent.sources.simulated.hardware import gpu_model
+from agent.sources.simulated.plan import build_gpus, make_workload
+from agent.sources.simulated.source import (
     DEFAULT_START_TIME,
     ActivityKind,
     SimJob,
@@ -29,10 +28,11 @@ from agent.simulated import (
     SimulatedNode,
     build_fleet,
 )
+from agent.sources.simulated.workloads import make_pattern, stable_key
 from agent.stats import AgentStats
 from collector.config import AnalysisSettings, CollectorSettings, LedgerSettings, ServerSettings
-from gpufleet.collector_main import Collector, build_collector, serve
-from gpufleet.demo import SimClock
+from gpufleet.cli.collector import Collector, build_collector, serve
+from gpufleet.cli.demo_fleet import SimClock
 
 TOKEN = "e2e-agent-token-7f3a9c"
 #: on the extra node, stuck job A takes a free GPU at +2 h, job B replaces it at +4 h

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from agent.simulated import ActivityKind, SimJob, SimulatedFleet
+from agent.sources.simulated.source import ActivityKind, SimJob, SimulatedFleet
 from collector.config import AnalysisSettings
 from collector.records import GpuState, IdleEpisode, RecommendationKind
 from tests.e2e.fleet_rig import TOKEN, FleetRig, build_e2e_fleet

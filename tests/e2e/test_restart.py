@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from agent.simulated import ActivityKind, SimulatedFleet, build_fleet
-from collector.ledger import Ledger
-from gpufleet.collector_main import build_collector, settings_from_args
-from gpufleet.demo import SimClock
+from agent.sources.simulated.source import ActivityKind, SimulatedFleet, build_fleet
+from collector.ledger.store import Ledger
+from gpufleet.cli.collector import build_collector, settings_from_args
+from gpufleet.cli.demo_fleet import SimClock
 from tests.e2e.collector_process import CollectorProcess
 from tests.e2e.fleet_rig import TOKEN, Agent, build_agent, free_port
 

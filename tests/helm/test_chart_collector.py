@@ -99,7 +99,7 @@ def _rules(out: Rendered, kind: str) -> dict[str, set[str]]:
     return verbs
 
 
-#: what collector/actions_kubernetes.py says releasing needs, and nothing more
+#: what collector/actions/kubernetes.py says releasing needs, and nothing more
 RELEASE_RBAC = {
     "pods": {"get", "delete"},
     "replicasets": {"get"},

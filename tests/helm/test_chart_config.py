@@ -18,9 +18,9 @@ import pytest
 import yaml
 
 from agent.config import AgentSettings, ShipperSettings
-from collector.actions_settings import ActionSettings, PolicySettings
+from collector.actions.settings import ActionSettings, PolicySettings
+from collector.analysis.cost import PriceBook
 from collector.config import CollectorSettings, LedgerSettings, ServerSettings
-from collector.cost import PriceBook
 from collector.notify.settings import ChannelSettings, NotificationSettings, RouteSettings
 from gpufleet.settings import build, load_settings
 from tests.helm.chart import CHART_DIR, Rendered, env, full_values, mounts, render

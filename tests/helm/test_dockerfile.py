@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet.cli import build_parser
+from gpufleet.cli.main import build_parser
 from tests.helm.chart import REPO, container, render
 
 DOCKERFILE = (REPO / "Dockerfile").read_text()

@@ -1,0 +1,1 @@
+"""Who holds each GPU: kubelet pod-resources, /proc cgroups, Slurm job files, manual."""

@@ -1,0 +1,187 @@
+"""Which workload holds each GPU, and which workload each GPU process belongs to.
+
+Methods, in order of precedence (the first that finds anything for a GPU names its
+holders; within it every holder of a shared GPU is listed once, by ``Workload.key``):
+
+1. kubelet pod-resources ``List`` (who holds the GPU, busy or idle);
+2. the pods of the GPU's processes, from ``/proc/PID/cgroup``;
+3. the Slurm jobs of the GPU's processes, from the cgroup path or ``/proc/PID/environ``;
+4. job prolog mapping files (jobstats ``/run/gpustat``, dcgm-exporter hpc-job-mapping);
+5. manual labels from ``attribution.manual`` (GPU UUID, MIG parent UUID, or index);
+6. bare processes (no pod, no job): someone holds the GPU, even if we cannot say who.
+
+Each process gets its own workload: its pod (joined to pod-resources' names through the
+HOSTNAME the kubelet sets), else its Slurm job, else itself. pod-resources and mapping
+files are cached for ``refresh_seconds``; /proc answers per PID likewise.
+"""
+
+from __future__ import annotations
+
+import logging
+import pwd
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+import msgspec
+
+from agent.attribution.devices import GpuDirectory
+from agent.attribution.hpc import JobAllocation, MappingFiles
+from agent.attribution.kubelet import PodDevice, PodResourcesCache, PodResourcesClient
+from agent.attribution.proc import ProcReader
+from agent.attribution.workloads import (
+    bare_process_workload,
+    first_tier,
+    job_workload,
+    manual_workload,
+    pod_workload,
+    process_workload,
+)
+from agent.config import AttributionSettings
+from agent.model import GpuInfo, GpuSample, ProcessSample, Workload, WorkloadKind
+from agent.stats import AgentStats
+
+log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class _Holders:
+    """What the node-wide methods found for one ``annotate`` call."""
+
+    directory: GpuDirectory
+    pods: list[PodDevice]
+    pods_by_gpu: dict[str, list[PodDevice]]
+    jobs_by_gpu: dict[str, list[JobAllocation]]
+
+
+class Attributor:
+    """Fills ``GpuSample.workloads`` and ``ProcessSample.workload``. Use from one thread."""
+
+    def __init__(
+        self,
+        settings: AttributionSettings,
+        stats: AgentStats | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._settings = settings
+        self._stats = stats
+        self._monotonic = monotonic
+        client = PodResourcesClient(settings.kubelet_socket)
+        self._pods = PodResourcesCache(client, settings.refresh_seconds, monotonic, stats)
+        self._mapping = MappingFiles(settings.gpustat_dir, settings.hpc_job_mapping_dir)
+        self._jobs: list[JobAllocation] = []
+        self._jobs_read_at: float | None = None
+        self._procs = ProcReader(settings.proc_root, settings.refresh_seconds, monotonic)
+        self._user_names: dict[int, str] = {}
+
+    def annotate(self, gpus: Sequence[GpuInfo], samples: Sequence[GpuSample]) -> list[GpuSample]:
+        """New samples with workloads filled; samples that already carry workloads pass as-is."""
+        if all(sample.workloads for sample in samples):
+            return list(samples)
+        holders = self._holders(gpus)
+        annotated = [
+            sample if sample.workloads else self._annotate(sample, holders) for sample in samples
+        ]
+        self._procs.forget_except(p.pid for sample in samples for p in sample.processes)
+        return annotated
+
+    def close(self) -> None:
+        self._pods.close()
+
+    def _holders(self, gpus: Sequence[GpuInfo]) -> _Holders:
+        directory = GpuDirectory(gpus)
+        pods = self._pods.devices()
+        return _Holders(
+            directory=directory,
+            pods=pods,
+            pods_by_gpu=_group(pods, lambda d: directory.resolve_id(d.device_id)),
+            jobs_by_gpu=_group(self._job_allocations(), lambda a: directory.resolve_id(a.device)),
+        )
+
+    def _job_allocations(self) -> list[JobAllocation]:
+        now = self._monotonic()
+        if self._jobs_read_at is None or now - self._jobs_read_at >= self._settings.refresh_seconds:
+            self._jobs = self._mapping.read()
+            self._jobs_read_at = now
+        return self._jobs
+
+    def _annotate(self, sample: GpuSample, holders: _Holders) -> GpuSample:
+        on_gpu = holders.pods_by_gpu.get(sample.gpu_uuid, [])
+        processes = tuple(
+            self._attribute_process(p, sample, on_gpu, holders) for p in sample.processes
+        )
+        by_process = [p.workload for p in processes if p.workload is not None]
+        # a process's cgroup may reveal the UID of a pod that pod-resources names
+        uids = {w.key: w.id for w in by_process if w.kind is WorkloadKind.KUBERNETES_POD and w.name}
+        tiers: list[Iterable[Workload]] = [
+            (_pod(device, uids) for device in on_gpu),
+            (w for w in by_process if w.kind is WorkloadKind.KUBERNETES_POD),
+            (w for w in by_process if w.kind is WorkloadKind.SLURM_JOB),
+            (
+                job_workload(a, self._user_name)
+                for a in holders.jobs_by_gpu.get(sample.gpu_uuid, [])
+            ),
+            self._manual(sample.gpu_uuid, holders.directory),
+            (w for w in by_process if w.kind is WorkloadKind.PROCESS),
+        ]
+        return msgspec.structs.replace(sample, processes=processes, workloads=first_tier(tiers))
+
+    def _attribute_process(
+        self, process: ProcessSample, sample: GpuSample, on_gpu: list[PodDevice], holders: _Holders
+    ) -> ProcessSample:
+        if process.workload is not None:
+            return process
+        errors_before = self._procs.errors_total
+        identity = self._procs.identity(process.pid)
+        if self._stats is not None and self._procs.errors_total > errors_before:
+            self._stats.record_field_error(sample.gpu_uuid, "attribution_proc")
+        if identity is None:
+            workload = bare_process_workload(process.pid, process.name)
+        else:
+            workload = process_workload(identity, on_gpu, holders.pods, self._user_name)
+        return msgspec.structs.replace(process, workload=workload)
+
+    def _manual(self, gpu_uuid: str, directory: GpuDirectory) -> list[Workload]:
+        """A label set on the GPU's UUID, else on its MIG parent's UUID, else on its index."""
+        manual = self._settings.manual
+        info = directory.info(gpu_uuid)
+        index = directory.physical_index(gpu_uuid)
+        keys = [
+            gpu_uuid,
+            info.mig_parent_uuid if info else None,
+            str(index) if index is not None else None,
+        ]
+        for key in keys:
+            if key is not None and key in manual:
+                return [manual_workload(key, manual[key])]
+        return []
+
+    def _user_name(self, uid: int) -> str:
+        """The account name for ``uid`` (cached, misses too: NSS may be slow), else the uid."""
+        name = self._user_names.get(uid)
+        if name is None:
+            try:
+                name = pwd.getpwuid(uid).pw_name
+            except KeyError:
+                name = str(uid)
+            self._user_names[uid] = name
+        return name
+
+
+def _pod(device: PodDevice, uids: dict[str, str]) -> Workload:
+    workload = pod_workload(device)
+    uid = uids.get(workload.key)
+    return pod_workload(device, uid) if uid else workload
+
+
+def _group(items: Iterable[_T], gpu_of: Callable[[_T], str | None]) -> dict[str, list[_T]]:
+    groups: dict[str, list[_T]] = defaultdict(list)
+    for item in items:
+        uuid = gpu_of(item)
+        if uuid is not None:
+            groups[uuid].append(item)
+    return dict(groups)

@@ -1,0 +1,327 @@
+"""The node-local Prometheus exporter: a prometheus_client custom collector.
+
+Every scrape builds fresh metric families from the catalogue (agent/metrics/catalogue.py) and the
+sampler's latest state, so a GPU or workload that vanished simply stops appearing. A value
+of ``None`` emits no sample (never 0). One bad GPU or field never fails a scrape: that
+series is skipped, logged once and counted in ``gpufleet_agent_export_errors_total``.
+
+Wiring (the CLI does this)::
+
+    registry = CollectorRegistry(auto_describe=True)
+    registry.register(AgentExporter(node, sampler.latest, stats, dcgm_compat=True))
+    server, thread = serve_metrics(registry, "0.0.0.0", 9835)
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from wsgiref.simple_server import WSGIServer
+
+from prometheus_client import start_http_server
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from agent import __version__
+from agent.metrics.catalogue import (
+    AGENT_METRICS,
+    GPU_METRICS,
+    FamilySet,
+    MetricSpec,
+    new_family,
+    primary_workload,
+    sorted_workloads,
+    workload_label_values,
+)
+from agent.metrics.dcgm import DcgmInput, dcgm_descriptions, dcgm_families
+from agent.model import THROTTLE_REASONS, GpuInfo, GpuSample, Workload
+from agent.stats import AgentStats, StatsSnapshot
+
+log = logging.getLogger(__name__)
+
+Snapshot = Callable[[], tuple[Sequence[GpuInfo], Sequence[GpuSample]]]
+
+
+class XidTally:
+    """XID events per GPU since the agent started, counted from every sample observed.
+
+    ``observe`` ignores a sample whose timestamp is not newer than the last one seen for its
+    GPU, so it is idempotent: the sampler may call it for every sample it takes (no XID is
+    lost between scrapes) and the exporter calls it again for the latest samples at each
+    scrape (which covers a sampler that does not) without counting anything twice.
+    Thread-safe.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._last_timestamp: dict[str, float] = {}
+        self._counts: Counter[tuple[str, int]] = Counter()
+        self._last_xid: dict[str, int] = {}
+
+    def observe(self, sample: GpuSample) -> None:
+        with self._lock:
+            seen = self._last_timestamp.get(sample.gpu_uuid)
+            if seen is not None and sample.timestamp <= seen:
+                return
+            self._last_timestamp[sample.gpu_uuid] = sample.timestamp
+            for xid in sample.xid_errors:
+                self._counts[(sample.gpu_uuid, xid)] += 1
+                self._last_xid[sample.gpu_uuid] = xid
+
+    def counts(self, gpu_uuid: str) -> dict[int, int]:
+        """XID code -> events seen for one GPU."""
+        with self._lock:
+            return {xid: n for (uuid, xid), n in self._counts.items() if uuid == gpu_uuid}
+
+    def last_xid(self, gpu_uuid: str) -> int | None:
+        """The latest XID code seen for a GPU; None when it has had none since start."""
+        with self._lock:
+            return self._last_xid.get(gpu_uuid)
+
+
+@dataclass(frozen=True)
+class GpuView:
+    """What one scrape knows about one GPU or MIG instance."""
+
+    node: str
+    info: GpuInfo
+    sample: GpuSample | None
+    workload: Workload | None
+    xid_counts: dict[int, int]
+
+    @property
+    def identity(self) -> tuple[str, ...]:
+        info = self.info
+        parent = info.mig_parent_uuid or ""
+        return (self.node, str(info.index), info.uuid, info.name, info.mig_profile or "", parent)
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """Values of catalogue.GPU_LABELS."""
+        return self.identity + workload_label_values(self.workload)
+
+
+Reading = tuple[tuple[str, ...], float]
+_SCALARS: dict[str, Callable[[GpuSample], float | None]] = {
+    "gpufleet_gpu_power_watts": lambda s: s.power_watts,
+    "gpufleet_gpu_energy_joules_total": lambda s: s.energy_joules,
+    "gpufleet_gpu_sm_activity_ratio": lambda s: s.sm_activity,
+    "gpufleet_gpu_sm_occupancy_ratio": lambda s: s.sm_occupancy,
+    "gpufleet_gpu_tensor_activity_ratio": lambda s: s.tensor_activity,
+    "gpufleet_gpu_dram_activity_ratio": lambda s: s.dram_activity,
+    "gpufleet_gpu_temperature_celsius": lambda s: s.temperature_celsius,
+    "gpufleet_gpu_memory_temperature_celsius": lambda s: s.memory_temperature_celsius,
+    "gpufleet_gpu_memory_used_bytes": lambda s: s.memory_used_bytes,
+    "gpufleet_gpu_memory_reserved_bytes": lambda s: s.memory_reserved_bytes,
+    "gpufleet_gpu_sm_clock_hertz": lambda s: s.sm_clock_hertz,
+    "gpufleet_gpu_memory_clock_hertz": lambda s: s.memory_clock_hertz,
+    "gpufleet_gpu_remapped_rows_pending": lambda s: s.remapped_rows_pending,
+    "gpufleet_gpu_healthy": lambda s: s.healthy,
+    "gpufleet_gpu_last_sample_timestamp_seconds": lambda s: s.timestamp,
+    "gpufleet_gpu_activity_coarse": lambda s: (
+        None if s.sm_activity is None and s.dram_activity is None else s.activity_coarse
+    ),
+    "gpufleet_gpu_process_count": lambda s: len(s.processes) if s.healthy else None,
+}
+_TYPED: dict[str, Callable[[GpuSample], tuple[tuple[str, float | None], ...]]] = {
+    "gpufleet_gpu_ecc_errors_total": lambda s: (
+        ("corrected", s.ecc_corrected_total),
+        ("uncorrected", s.ecc_uncorrected_total),
+    ),
+    "gpufleet_gpu_remapped_rows": lambda s: (
+        ("correctable", s.remapped_rows_correctable),
+        ("uncorrectable", s.remapped_rows_uncorrectable),
+    ),
+    "gpufleet_gpu_throttle_reason": lambda s: tuple(
+        (name, None if s.throttle_reasons is None else float(bool(s.throttle_reasons & bit)))
+        for bit, name in THROTTLE_REASONS.items()
+    ),
+}
+
+
+def gpu_readings(spec: MetricSpec, view: GpuView) -> list[Reading]:
+    """(label values, value) rows of one catalogue family for one GPU; [] when unknown."""
+    info, sample = view.info, view.sample
+    if spec.name == "gpufleet_gpu_info":
+        return [(view.identity + _info_extras(info), 1.0)]
+    if spec.name == "gpufleet_gpu_workload_info":
+        workloads = sorted_workloads(sample.workloads if sample is not None else ())
+        return [(_workload_info_labels(view, w), 1.0) for w in workloads]
+    if spec.name == "gpufleet_gpu_xid_errors_total":
+        return [((*view.labels, str(xid)), n) for xid, n in sorted(view.xid_counts.items())]
+    if spec.name == "gpufleet_gpu_power_limit_watts":
+        return _present(view.labels, info.power_limit_watts)
+    if spec.name == "gpufleet_gpu_memory_total_bytes":
+        from_sample = sample.memory_total_bytes if sample is not None else None
+        return _present(view.labels, from_sample or info.memory_total_bytes)
+    if sample is None:
+        return []
+    if spec.name in _TYPED:
+        typed = _TYPED[spec.name](sample)
+        return [row for kind, value in typed for row in _present((*view.labels, kind), value)]
+    return _present(view.labels, _SCALARS[spec.name](sample))
+
+
+def _present(labels: tuple[str, ...], value: float | None) -> list[Reading]:
+    return [] if value is None else [(labels, float(value))]
+
+
+def _info_extras(info: GpuInfo) -> tuple[str, ...]:
+    fields = (info.driver_version, info.cuda_version, info.architecture, info.pci_bus_id)
+    return tuple(value or "" for value in fields)
+
+
+def _workload_info_labels(view: GpuView, workload: Workload) -> tuple[str, ...]:
+    head = (view.node, str(view.info.index), view.info.uuid, workload.kind.value, workload.key)
+    return head + workload_label_values(workload)
+
+
+class AgentExporter(Collector):
+    """Exports the latest sample of every GPU and the agent's own health figures.
+
+    ``snapshot()`` returns the current GpuInfo list and the latest sample per GPU (the
+    sampler owns that state; it must be cheap and thread-safe). With ``dcgm_compat`` the
+    exporter also emits dcgm-exporter 4.8.x names (agent/metrics/dcgm.py). Pass the
+    sampler's ``xid_tally`` when it observes every sample; otherwise XIDs are counted from
+    the samples seen at scrapes only.
+    """
+
+    def __init__(
+        self,
+        node: str,
+        snapshot: Snapshot,
+        stats: AgentStats,
+        dcgm_compat: bool = False,
+        xid_tally: XidTally | None = None,
+    ) -> None:
+        self._node = node
+        self._snapshot = snapshot
+        self._stats = stats
+        self._dcgm_compat = dcgm_compat
+        self._xids = xid_tally if xid_tally is not None else XidTally()
+        self._errors_lock = threading.Lock()
+        self._export_errors: Counter[tuple[str, str]] = Counter()
+
+    def describe(self) -> Iterable[Metric]:
+        """Empty families, so registering never calls ``snapshot()``."""
+        families = [new_family(spec) for spec in GPU_METRICS + AGENT_METRICS]
+        if self._dcgm_compat:
+            families.extend(dcgm_descriptions())
+        return families
+
+    def collect(self) -> Iterable[Metric]:
+        views = self._views()
+        families = FamilySet(GPU_METRICS)
+        for view in views:
+            self._add_gpu(families, view)
+        yield from families.metrics()
+        if self._dcgm_compat:
+            yield from dcgm_families(self._node, self._dcgm_inputs(views), self._count_error)
+        yield from self._agent_families(self._stats.snapshot())
+
+    def _views(self) -> list[GpuView]:
+        try:
+            infos, samples = self._snapshot()
+        except Exception:
+            self._count_error("", "snapshot")
+            return []
+        by_uuid = {sample.gpu_uuid: sample for sample in samples}
+        for sample in samples:
+            self._xids.observe(sample)
+        known = {info.uuid for info in infos}
+        for uuid in by_uuid.keys() - known:
+            self._count_error(uuid, "gpufleet_gpu_info")
+        return [self._view(info, by_uuid.get(info.uuid)) for info in infos]
+
+    def _view(self, info: GpuInfo, sample: GpuSample | None) -> GpuView:
+        workloads = sample.workloads if sample is not None else ()
+        return GpuView(
+            node=self._node,
+            info=info,
+            sample=sample,
+            workload=primary_workload(workloads),
+            xid_counts=self._xids.counts(info.uuid),
+        )
+
+    def _add_gpu(self, families: FamilySet, view: GpuView) -> None:
+        for spec in GPU_METRICS:
+            try:
+                rows = [(labels, float(value)) for labels, value in gpu_readings(spec, view)]
+            except Exception:
+                self._count_error(view.info.uuid, spec.name)
+                continue
+            for labels, value in rows:
+                try:
+                    if not math.isfinite(value):
+                        raise ValueError(f"{spec.name}: not a finite number: {value}")
+                    families.add(spec.name, labels, value)
+                except ValueError:
+                    self._count_error(view.info.uuid, spec.name)
+
+    def _dcgm_inputs(self, views: Sequence[GpuView]) -> list[DcgmInput]:
+        by_uuid = {view.info.uuid: view.info for view in views}
+        return [
+            DcgmInput(
+                info=view.info,
+                parent=by_uuid.get(view.info.mig_parent_uuid or ""),
+                sample=view.sample,
+                workload=view.workload,
+                last_xid=self._xids.last_xid(view.info.uuid),
+            )
+            for view in views
+            if view.sample is not None
+        ]
+
+    def _agent_families(self, snap: StatsSnapshot) -> list[Metric]:
+        node = (self._node,)
+        scalars: dict[str, float] = {
+            "gpufleet_agent_info": 1,
+            "gpufleet_agent_reads_total": snap.reads_total,
+            "gpufleet_agent_read_seconds_total": snap.read_seconds_total,
+            "gpufleet_agent_last_read_seconds": snap.last_read_seconds,
+            "gpufleet_agent_batches_sent_total": snap.batches_sent_total,
+            "gpufleet_agent_batches_failed_total": snap.batches_failed_total,
+            "gpufleet_agent_samples_sent_total": snap.samples_sent_total,
+            "gpufleet_agent_spool_bytes": snap.spool_bytes,
+            "gpufleet_agent_spool_batches": snap.spool_batches,
+            "gpufleet_agent_spool_dropped_batches_total": snap.spool_dropped_batches_total,
+            "gpufleet_agent_spool_dropped_samples_total": snap.spool_dropped_samples_total,
+            "gpufleet_agent_unhealthy_gpus": snap.unhealthy_gpus,
+        }
+        families = FamilySet(AGENT_METRICS)
+        for name, value in scalars.items():
+            labels = (*node, __version__) if name == "gpufleet_agent_info" else node
+            families.add(name, labels, float(value))
+        for (uuid, field), count in sorted(snap.field_errors_total.items()):
+            families.add("gpufleet_agent_field_errors_total", (*node, uuid, field), count)
+        with self._errors_lock:
+            errors = sorted(self._export_errors.items())
+        for (uuid, metric), count in errors:
+            families.add("gpufleet_agent_export_errors_total", (*node, uuid, metric), count)
+        return families.metrics()
+
+    def _count_error(self, gpu_uuid: str, metric: str) -> None:
+        with self._errors_lock:
+            self._export_errors[(gpu_uuid, metric)] += 1
+            first = self._export_errors[(gpu_uuid, metric)] == 1
+        if first:
+            log.warning("cannot export %s for GPU %r; skipping it", metric, gpu_uuid, exc_info=True)
+
+
+def serve_metrics(
+    registry: CollectorRegistry, address: str, port: int
+) -> tuple[WSGIServer, threading.Thread]:
+    """Serve ``registry`` on http://address:port/metrics from a daemon thread.
+
+    Returns the server and its thread; stop with ``server.shutdown(); server.server_close()``.
+    Port 0 picks a free port (``server.server_port`` tells which). Content negotiation
+    (OpenMetrics or text 0.0.4) and gzip are prometheus_client's.
+    """
+    return start_http_server(port, addr=address, registry=registry)
+
+
+__all__ = ["AgentExporter", "MetricSpec", "Snapshot", "XidTally", "serve_metrics"]

@@ -1,0 +1,1 @@
+"""GPU sources: NVML, the simulator and recorded traces, behind one interface."""

@@ -1,0 +1,1 @@
+"""The NVML source: the only code that imports pynvml (nvidia-ml-py)."""

@@ -1,0 +1,225 @@
+"""One read of one physical GPU and its MIG instances, in SI units.
+
+Every method here runs on the GPU's own worker thread (see nvml_worker), so a wedged GPU
+only holds up its own thread. NotSupported and friends become None (see nvml_calls);
+GpuFailure propagates to the source, which marks the GPU unhealthy.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pynvml
+
+from agent.model import GpuInfo, GpuSample
+from agent.sources.nvml.calls import DeviceCalls, FieldLog
+from agent.sources.nvml.discovery import DiscoveredGpu, MigInstance, read_memory
+from agent.sources.nvml.events import XidEvents
+from agent.sources.nvml.fields import FieldReader
+from agent.sources.nvml.gpm import GpmReadings, GpmSampler
+from agent.sources.nvml.processes import ProcessReader
+
+_MHZ = 1_000_000
+
+
+@dataclass(frozen=True)
+class Timing:
+    """How GPM waits: the sample gap and the clock to measure and wait it on."""
+
+    gpm_gap_seconds: float
+    monotonic: Callable[[], float]
+    sleep: Callable[[float], None]
+
+
+class GpuReader:
+    """Reads one physical GPU (and its MIG instances) with the handles of one NVML session."""
+
+    def __init__(self, gpu: DiscoveredGpu, field_log: FieldLog, timing: Timing) -> None:
+        self.infos: list[GpuInfo] = gpu.infos
+        self._gpu = gpu
+        self._calls = gpu.calls
+        handle = gpu.handle
+        #: serialises GPM on this physical GPU (its MIG instances included)
+        self._gpm_lock = threading.Lock()
+        self._fields = FieldReader(handle, self._calls)
+        self._events = XidEvents(handle, self._calls)
+        self._gpm = (
+            GpmSampler(
+                lambda buffer: pynvml.nvmlGpmSampleGet(handle, buffer),
+                self._calls,
+                self._gpm_lock,
+                timing.gpm_gap_seconds,
+                timing.monotonic,
+                timing.sleep,
+            )
+            if gpu.gpm_supported
+            else None
+        )
+        mig = gpu.info.mig_enabled
+        # on a MIG-enabled GPU the processes belong to the instances, and
+        # per-process utilisation is not supported
+        self._processes = None if mig else ProcessReader(handle, self._calls, with_sm_share=True)
+        self._instances = [
+            InstanceReader(instance, gpu, field_log, self._gpm_lock, timing)
+            for instance in gpu.instances
+        ]
+
+    def read(self, now: float) -> list[GpuSample]:
+        """This GPU's sample followed by one per MIG instance; raises GpuFailure."""
+        samples = [self._read_gpu(now)]
+        samples.extend(instance.read(now) for instance in self._instances)
+        return samples
+
+    def close(self) -> None:
+        """Release GPM buffers and the event set (before nvmlShutdown)."""
+        for instance in self._instances:
+            instance.close()
+        if self._gpm is not None:
+            self._gpm.close()
+        self._events.close()
+
+    def _read_gpu(self, now: float) -> GpuSample:
+        handle, calls = self._handle, self._calls
+        fields = self._fields.read()
+        gpm = self._read_gpm()
+        coarse = None if gpm is not None else self._coarse_utilisation()
+        memory = read_memory(handle, calls)
+        return GpuSample(
+            timestamp=now,
+            gpu_uuid=self._gpu.info.uuid,
+            sm_activity=gpm.sm_activity if gpm else _percent(coarse, "gpu"),
+            sm_occupancy=gpm.sm_occupancy if gpm else None,
+            tensor_activity=gpm.tensor_activity if gpm else None,
+            dram_activity=gpm.dram_activity if gpm else _percent(coarse, "memory"),
+            activity_coarse=coarse is not None,
+            power_watts=fields.power_watts,
+            energy_joules=fields.energy_joules,
+            temperature_celsius=self._temperature_celsius(),
+            memory_temperature_celsius=fields.memory_temperature_celsius,
+            **_memory_fields(memory),
+            sm_clock_hertz=self._clock_hertz("sm_clock_hertz", pynvml.NVML_CLOCK_SM),
+            memory_clock_hertz=self._clock_hertz("memory_clock_hertz", pynvml.NVML_CLOCK_MEM),
+            throttle_reasons=self._throttle_reasons(),
+            xid_errors=self._events.poll(),
+            ecc_corrected_total=fields.ecc_corrected_total,
+            ecc_uncorrected_total=fields.ecc_uncorrected_total,
+            remapped_rows_correctable=fields.remapped_rows_correctable,
+            remapped_rows_uncorrectable=fields.remapped_rows_uncorrectable,
+            remapped_rows_pending=fields.remapped_rows_pending,
+            processes=self._processes.read() if self._processes else (),
+        )
+
+    @property
+    def _handle(self) -> Any:
+        return self._gpu.handle
+
+    def _read_gpm(self) -> GpmReadings | None:
+        if self._gpm is None or not self._calls.available("gpm"):
+            return None
+        return self._gpm.read()
+
+    def _coarse_utilisation(self) -> Any:
+        """nvidia-smi --query-gpu=utilization.gpu,utilization.memory (%); None on MIG.
+
+        ``gpu``: % of time one or more kernels ran; ``memory``: % of time device memory
+        was read or written. Used only where GPM is unavailable (before Hopper).
+        """
+        if self._gpu.info.mig_enabled or (self._gpm is not None and self._calls.available("gpm")):
+            return None
+        handle = self._handle
+        return self._calls.get("utilization", lambda: pynvml.nvmlDeviceGetUtilizationRates(handle))
+
+    def _temperature_celsius(self) -> float | None:
+        """nvidia-smi --query-gpu=temperature.gpu, °C."""
+        handle, sensor = self._handle, pynvml.NVML_TEMPERATURE_GPU
+        celsius = self._calls.get(
+            "temperature_celsius",
+            lambda: pynvml.nvmlDeviceGetTemperatureV(handle, sensor),
+            lambda: pynvml.nvmlDeviceGetTemperature(handle, sensor),  # drivers before R565
+        )
+        return None if celsius is None else float(celsius)
+
+    def _clock_hertz(self, field: str, clock: int) -> float | None:
+        """nvidia-smi --query-gpu=clocks.sm / clocks.mem, Hz (NVML answers MHz)."""
+        handle = self._handle
+        mhz = self._calls.get(field, lambda: pynvml.nvmlDeviceGetClockInfo(handle, clock))
+        return None if mhz is None else float(int(mhz) * _MHZ)
+
+    def _throttle_reasons(self) -> int | None:
+        """nvidia-smi --query-gpu=clocks_event_reasons.active, a bitmask (THROTTLE_REASONS)."""
+        handle = self._handle
+        mask = self._calls.get(
+            "throttle_reasons",
+            lambda: pynvml.nvmlDeviceGetCurrentClocksEventReasons(handle),
+            lambda: pynvml.nvmlDeviceGetCurrentClocksThrottleReasons(handle),  # before R535
+        )
+        return None if mask is None else int(mask)
+
+
+class InstanceReader:
+    """One MIG instance: its memory, its processes and (Hopper+) its GPM activity.
+
+    Power, energy, temperature and clocks are the parent's; NVML has none per instance.
+    """
+
+    def __init__(
+        self,
+        instance: MigInstance,
+        parent: DiscoveredGpu,
+        field_log: FieldLog,
+        gpm_lock: threading.Lock,
+        timing: Timing,
+    ) -> None:
+        self._instance = instance
+        self._calls = DeviceCalls(instance.info.uuid, field_log)
+        self._processes = ProcessReader(instance.handle, self._calls, with_sm_share=False)
+        parent_handle, gi_id = parent.handle, instance.gpu_instance_id
+        self._gpm = (
+            GpmSampler(
+                lambda buffer: pynvml.nvmlGpmMigSampleGet(parent_handle, gi_id, buffer),
+                self._calls,
+                gpm_lock,
+                timing.gpm_gap_seconds,
+                timing.monotonic,
+                timing.sleep,
+            )
+            if parent.gpm_supported
+            else None
+        )
+
+    def read(self, now: float) -> GpuSample:
+        gpm = self._gpm.read() if self._gpm is not None else None
+        memory = read_memory(self._instance.handle, self._calls)
+        return GpuSample(
+            timestamp=now,
+            gpu_uuid=self._instance.info.uuid,
+            sm_activity=gpm.sm_activity if gpm else None,
+            sm_occupancy=gpm.sm_occupancy if gpm else None,
+            tensor_activity=gpm.tensor_activity if gpm else None,
+            dram_activity=gpm.dram_activity if gpm else None,
+            **_memory_fields(memory),
+            processes=self._processes.read(),
+        )
+
+    def close(self) -> None:
+        if self._gpm is not None:
+            self._gpm.close()
+
+
+def _percent(utilisation: Any, member: str) -> float | None:
+    return None if utilisation is None else int(getattr(utilisation, member)) / 100
+
+
+def _memory_fields(memory: Any) -> dict[str, Any]:
+    """GpuSample's memory fields from a v1 or v2 memory struct (bytes); None if unread."""
+    if memory is None:
+        return {}
+    reserved = memory.reserved if isinstance(memory, pynvml.c_nvmlMemory_v2_t) else None
+    return {
+        "memory_used_bytes": int(memory.used),
+        "memory_total_bytes": int(memory.total),
+        "memory_reserved_bytes": None if reserved is None else int(reserved),
+    }

@@ -1,0 +1,137 @@
+"""GPU Performance Monitoring (GPM, Hopper and newer): SM, tensor and HBM activity.
+
+A GPM metric is the average between two samples taken at least 100 ms apart (NVML's
+internal refresh; closer samples read as zeros). The sampler keeps its previous sample,
+so a read needs one new sample when the previous one is old enough, and otherwise waits
+out the rest of the gap first; the very first read takes two samples. Two sample buffers
+are allocated once and swapped, never one per read (that would leak driver memory).
+
+Concurrent GPM calls on one GPU have faulted inside the driver, so every call holds the
+physical GPU's lock; a MIG instance samples through its parent's handle and lock.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pynvml
+
+from agent.sources.nvml.calls import DeviceCalls
+
+#: NVML's minimum spacing between the two samples of a metric
+MIN_GAP_SECONDS = 0.1
+
+#: only the metrics the agent reports (asking for all is rejected by some headers)
+METRIC_IDS: dict[str, int] = {
+    "sm_activity": pynvml.NVML_GPM_METRIC_SM_UTIL,
+    "sm_occupancy": pynvml.NVML_GPM_METRIC_SM_OCCUPANCY,
+    "tensor_activity": pynvml.NVML_GPM_METRIC_ANY_TENSOR_UTIL,
+    "dram_activity": pynvml.NVML_GPM_METRIC_DRAM_BW_UTIL,
+}
+
+
+@dataclass(frozen=True)
+class GpmReadings:
+    """Ratios 0..1 averaged since the previous read; None where a metric failed.
+
+    No nvidia-smi query shows these; ``nvidia-smi dmon --gpm-metrics 2,3,5,10`` prints
+    them in percent, and DCGM calls them PROF_SM_ACTIVE, PROF_SM_OCCUPANCY,
+    PROF_PIPE_TENSOR_ACTIVE and PROF_DRAM_ACTIVE.
+    """
+
+    sm_activity: float | None = None
+    sm_occupancy: float | None = None
+    tensor_activity: float | None = None
+    dram_activity: float | None = None
+
+
+class GpmSampler:
+    """GPM for one GPU or one MIG GPU instance."""
+
+    def __init__(
+        self,
+        take_sample: Callable[[Any], object],
+        calls: DeviceCalls,
+        lock: threading.Lock,
+        gap_seconds: float,
+        monotonic: Callable[[], float],
+        sleep: Callable[[float], None],
+    ) -> None:
+        self._take_sample = take_sample
+        self._calls = calls
+        self._lock = lock
+        self._gap_seconds = max(gap_seconds, MIN_GAP_SECONDS)
+        self._monotonic = monotonic
+        self._sleep = sleep
+        self._buffers: list[Any] = []
+        self._previous_at: float | None = None
+        self._request = pynvml.c_nvmlGpmMetricsGet_t()
+
+    def read(self) -> GpmReadings | None:
+        """Metrics since the previous read; None when GPM failed (see DeviceCalls)."""
+        with self._lock:
+            if not self._buffers and not self._allocate():
+                return None
+            if not self._sample_after_gap():
+                return None
+            readings = self._metrics(previous=self._buffers[0], current=self._buffers[1])
+            self._buffers.reverse()
+            return readings
+
+    def close(self) -> None:
+        """Free the sample buffers (host memory held by the driver library)."""
+        with self._lock:
+            for buffer in self._buffers:
+                self._calls.get("gpm_free", functools.partial(pynvml.nvmlGpmSampleFree, buffer))
+            self._buffers = []
+            self._previous_at = None
+
+    def _allocate(self) -> bool:
+        for _ in range(2):
+            buffer = self._calls.get("gpm", pynvml.nvmlGpmSampleAlloc)
+            if buffer is None:
+                return False
+            self._buffers.append(buffer)
+        return True
+
+    def _sample_after_gap(self) -> bool:
+        """Fill buffers[1] at least one gap after buffers[0] was filled."""
+        if self._previous_at is None:
+            if not self._take(self._buffers[0]):
+                return False
+            self._previous_at = self._monotonic()
+        wait_seconds = self._previous_at + self._gap_seconds - self._monotonic()
+        if wait_seconds > 0:
+            self._sleep(wait_seconds)
+        if not self._take(self._buffers[1]):
+            self._previous_at = None
+            return False
+        self._previous_at = self._monotonic()
+        return True
+
+    def _take(self, buffer: Any) -> bool:
+        return self._calls.get("gpm", lambda: self._take_sample(buffer)) is not None
+
+    def _metrics(self, previous: Any, current: Any) -> GpmReadings | None:
+        request = self._request
+        request.version = pynvml.NVML_GPM_METRICS_GET_VERSION
+        request.numMetrics = len(METRIC_IDS)
+        request.sample1 = previous
+        request.sample2 = current
+        for slot, metric_id in enumerate(METRIC_IDS.values()):
+            request.metrics[slot].metricId = metric_id
+        if self._calls.get("gpm", lambda: pynvml.nvmlGpmMetricsGet(request)) is None:
+            return None
+        values: dict[str, float | None] = {}
+        for slot, name in enumerate(METRIC_IDS):
+            metric = request.metrics[slot]
+            if int(metric.nvmlReturn) == pynvml.NVML_SUCCESS:
+                values[name] = min(max(float(metric.value) / 100, 0.0), 1.0)
+            else:
+                values[name] = None
+                self._calls.failed(f"gpm_{name}", int(metric.nvmlReturn))
+        return GpmReadings(**values)

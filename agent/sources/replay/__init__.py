@@ -1,0 +1,1 @@
+"""A source that replays recorded GPU traces."""

@@ -1,0 +1,1 @@
+"""Simulated GPUs and workloads, with exact ground truth."""

@@ -1,0 +1,204 @@
+"""One simulated GPU: activity, power and the exact energy integral on the segment grid.
+
+Power is piecewise constant per segment, so the energy from the epoch to any instant is a
+finite sum. Cumulative energy is cached at block boundaries (every ``BLOCK_SEGMENTS``
+segments) and at a read cursor, always accumulated in the same order, so the counter in the
+samples and the ground-truth integrals are the same floating-point numbers.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+
+from agent.model import GpuInfo, GpuSample, ProcessSample
+from agent.sources.simulated.hardware import GpuModel, board_power_watts, temperature_celsius
+from agent.sources.simulated.workloads import SEGMENT_SECONDS, SimJob, segment_activity, unit
+
+BLOCK_SEGMENTS = 64
+_GPU_IDLE_REASON = 0x1
+
+
+class SimulatedGpu:
+    """A simulated board: its model, gain, jobs over time and energy counter offset."""
+
+    def __init__(
+        self,
+        info: GpuInfo,
+        model: GpuModel,
+        *,
+        gain: float,
+        key: int,
+        epoch: float,
+        jobs: tuple[SimJob, ...],
+    ) -> None:
+        self.info = info
+        self.model = model
+        self.gain = gain
+        self.key = key
+        self.epoch = epoch
+        self.jobs = jobs
+        #: the NVML counter's value at the epoch (joules since a driver load days earlier)
+        self.counter_offset_joules = 1.0e7 + unit(key, 7) * 4.0e8
+        self._pids = {job.workload.key: 1000 + int(unit(key ^ i, 8) * 3_000_000)
+                      for i, job in enumerate(jobs)}  # fmt: skip
+        self._blocks: dict[int, float] = {0: 0.0}
+        self._min_block = 0
+        self._max_block = 0
+        self._cursor = (0, 0.0)
+        self._lock = threading.Lock()
+
+    # -- the segment grid -------------------------------------------------------------
+
+    def segment_at(self, time_unix: float) -> int:
+        return math.floor((time_unix - self.epoch) / SEGMENT_SECONDS)
+
+    def segment_start(self, segment: int) -> float:
+        return self.epoch + segment * SEGMENT_SECONDS
+
+    def job_at(self, time_unix: float) -> SimJob | None:
+        for job in self.jobs:
+            if job.holds_at(time_unix):
+                return job
+        return None
+
+    def state(self, segment: int) -> tuple[SimJob | None, float, float, float]:
+        """(job holding the GPU, sm_activity, dram_activity, power_watts) during ``segment``."""
+        start = self.epoch + segment * SEGMENT_SECONDS
+        job = self.job_at(start)
+        if job is None:
+            sm = dram = 0.0
+        else:
+            sm, dram = segment_activity(job.pattern, self.key, segment, start)
+        power = board_power_watts(self.model, self.gain, sm, dram, context=job is not None)
+        return job, sm, dram, power
+
+    def activity(self, segment: int) -> tuple[float, float]:
+        """True (sm_activity, dram_activity) during ``segment``; (0, 0) when free."""
+        _, sm, dram, _ = self.state(segment)
+        return sm, dram
+
+    def power_watts(self, segment: int) -> float:
+        return self.state(segment)[3]
+
+    # -- exact energy ---------------------------------------------------------------------
+
+    def energy_since_epoch_joules(self, time_unix: float) -> float:
+        """Exact integral of power from the epoch to ``time_unix`` (negative before it)."""
+        segment = self.segment_at(time_unix)
+        partial = time_unix - self.segment_start(segment)
+        return self._cumulative(segment) + self.power_watts(segment) * partial
+
+    def counter_joules(self, time_unix: float) -> float:
+        """The NVML-style total energy counter at ``time_unix``."""
+        return self.counter_offset_joules + self.energy_since_epoch_joules(time_unix)
+
+    def _cumulative(self, segment: int) -> float:
+        with self._lock:
+            return self._cumulative_locked(segment)
+
+    def _cumulative_locked(self, segment: int) -> float:
+        block = segment // BLOCK_SEGMENTS
+        first = block * BLOCK_SEGMENTS
+        cursor_segment, cursor_joules = self._cursor
+        if first <= cursor_segment <= segment:
+            k, acc = cursor_segment, cursor_joules
+        else:
+            k, acc = first, self._block_start(block)
+        for j in range(k, segment):
+            acc += self.power_watts(j) * SEGMENT_SECONDS
+        self._cursor = (segment, acc)
+        return acc
+
+    def _block_start(self, block: int) -> float:
+        while block > self._max_block:
+            acc = self._blocks[self._max_block]
+            first = self._max_block * BLOCK_SEGMENTS
+            for j in range(first, first + BLOCK_SEGMENTS):
+                acc += self.power_watts(j) * SEGMENT_SECONDS
+            self._max_block += 1
+            self._blocks[self._max_block] = acc
+        while block < self._min_block:
+            below = self._min_block - 1
+            total = 0.0
+            for j in range(below * BLOCK_SEGMENTS, self._min_block * BLOCK_SEGMENTS):
+                total += self.power_watts(j) * SEGMENT_SECONDS
+            self._blocks[below] = self._blocks[self._min_block] - total
+            self._min_block = below
+        return self._blocks[block]
+
+    # -- idle ground truth --------------------------------------------------------------------
+
+    def idle_intervals(
+        self, t0: float, t1: float, threshold: float = 0.01
+    ) -> list[tuple[float, float]]:
+        """Maximal intervals within [t0, t1] where SM and DRAM activity are both < threshold."""
+        intervals: list[tuple[float, float]] = []
+        if t1 <= t0:
+            return intervals
+        for segment in range(self.segment_at(t0), self.segment_at(t1) + 1):
+            sm, dram = self.activity(segment)
+            if sm >= threshold or dram >= threshold:
+                continue
+            start = max(t0, self.segment_start(segment))
+            end = min(t1, self.segment_start(segment + 1))
+            if end <= start:
+                continue
+            if intervals and intervals[-1][1] == start:
+                intervals[-1] = (intervals[-1][0], end)
+            else:
+                intervals.append((start, end))
+        return intervals
+
+    # -- the reading ----------------------------------------------------------------------------
+
+    def sample(self, now: float) -> GpuSample:
+        """What NVML would report at ``now``: instant power, counter, activity, processes."""
+        segment = self.segment_at(now)
+        job, sm, dram, power = self.state(segment)
+        busy = sm > 0.0 or dram > 0.0
+        memory_used = int(self.model.memory_total_bytes * job.pattern.memory_fraction) if job else 0
+        temperature = temperature_celsius(self.model, power)
+        gpm = self.model.has_gpm
+        return GpuSample(
+            timestamp=now,
+            gpu_uuid=self.info.uuid,
+            # without GPM: NVML utilization.gpu/.memory, whole percent
+            sm_activity=sm if gpm else round(sm * 100.0) / 100.0,
+            dram_activity=dram if gpm else round(dram * 100.0) / 100.0,
+            sm_occupancy=0.55 * sm if gpm else None,
+            tensor_activity=0.6 * sm if gpm else None,
+            activity_coarse=not gpm,
+            power_watts=round(power, 3),
+            energy_joules=self.counter_joules(now),
+            temperature_celsius=temperature,
+            memory_temperature_celsius=temperature + 4.0 if self.model.has_hbm else None,
+            memory_used_bytes=memory_used,
+            memory_total_bytes=self.model.memory_total_bytes,
+            sm_clock_hertz=self._sm_clock_hertz(busy or job is not None),
+            throttle_reasons=0 if busy else _GPU_IDLE_REASON,
+            ecc_corrected_total=0 if self.model.has_hbm else None,
+            ecc_uncorrected_total=0 if self.model.has_hbm else None,
+            processes=self._processes(job, memory_used, sm),
+            workloads=(job.workload,) if job else (),
+        )
+
+    def _sm_clock_hertz(self, raised: bool) -> float:
+        return self.model.max_sm_clock_hertz if raised else self.model.idle_sm_clock_hertz
+
+    def _processes(
+        self, job: SimJob | None, memory_used: int, sm: float
+    ) -> tuple[ProcessSample, ...]:
+        if job is None:
+            return ()
+        pid = self._pids[job.workload.key]
+        share = round(sm * 100.0) / 100.0
+        return (
+            ProcessSample(
+                pid=pid,
+                used_memory_bytes=memory_used,
+                sm_share=share,
+                name=job.process_name,
+                workload=job.workload,
+            ),
+        )

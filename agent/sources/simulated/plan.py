@@ -1,0 +1,138 @@
+"""Placing simulated workloads on a node's GPUs: who runs what, named like a real cluster.
+
+Four node flavours rotate across a fleet so that every workload kind appears. Everything
+is drawn from (seed, node name), never from the wall clock or ``hash``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from agent.model import GpuInfo, Workload, WorkloadKind
+from agent.sources.simulated.gpu import SimulatedGpu
+from agent.sources.simulated.hardware import GpuModel, board_gain
+from agent.sources.simulated.workloads import (
+    SEGMENT_SECONDS,
+    ActivityKind,
+    SimJob,
+    make_pattern,
+    stable_key,
+    unit,
+)
+
+DRIVER_VERSION = "550.54.15"
+CUDA_VERSION = "12.4"
+_TEAMS = ("vision", "nlp", "search", "speech", "platform")
+_USERS = ("alice", "bo", "chen", "dana", "emeka", "farah")
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One job in a node flavour: its kind, GPU count, scheduler and optional end."""
+
+    kind: ActivityKind
+    gpus: int = 1
+    slurm: bool = False
+    #: the job ends this long after the epoch (the GPU is free afterwards); None = never
+    ends_after_seconds: float | None = None
+
+
+_T, _I, _N, _S, _D = (
+    ActivityKind.TRAINING,
+    ActivityKind.INFERENCE,
+    ActivityKind.NOTEBOOK,
+    ActivityKind.STUCK,
+    ActivityKind.DATALOADER_BOUND,
+)
+
+#: GPUs beyond a flavour's slots are free (no workload, bare idle)
+FLAVOURS: tuple[tuple[Slot, ...], ...] = (
+    (Slot(_T, 4, slurm=True), Slot(_S, slurm=True), Slot(_N)),
+    (Slot(_I), Slot(_I), Slot(_T, 2), Slot(_D), Slot(_S), Slot(_N)),
+    (Slot(_I), Slot(_I), Slot(_I), Slot(_I), Slot(_N), Slot(_N), Slot(_S)),
+    (Slot(_T, 4), Slot(_D, slurm=True, ends_after_seconds=4 * 3600.0), Slot(_D), Slot(_N)),
+)
+
+_NAMES = {
+    _T: ("ml-training", "llm-pretrain", "trainer", "python"),
+    _I: ("serving", "diffusion-serve", "server", "tritonserver"),
+    _N: ("notebooks", "jupyter", "notebook", "ipykernel_launcher"),
+    _S: ("research", "sweep-worker", "worker", "python"),
+    _D: ("ml-training", "finetune-etl", "trainer", "python"),
+}
+
+
+def deterministic_uuid(*parts: object) -> str:
+    """A version-4-shaped UUID string derived from ``parts``."""
+    raw = stable_key(*parts, "a").to_bytes(8, "big") + stable_key(*parts, "b").to_bytes(8, "big")
+    return str(uuid.UUID(bytes=raw, version=4))
+
+
+def make_workload(kind: ActivityKind, slurm: bool, seed: int, node: str, slot: int) -> Workload:
+    """A Kubernetes pod or Slurm job identity for a job of ``kind``."""
+    key = stable_key(seed, node, slot, "workload")
+    namespace, base, container, _ = _NAMES[kind]
+    team = _TEAMS[int(unit(key, 1) * len(_TEAMS))]
+    suffix = f"{key % 0xFFFFF:05x}"
+    if slurm:
+        job_id = str(100_000 + key % 900_000)
+        user = _USERS[int(unit(key, 2) * len(_USERS))]
+        return Workload(kind=WorkloadKind.SLURM_JOB, id=job_id, slurm_job_id=job_id,
+                        name=f"{base}-{suffix}", user=user, team=team,
+                        labels={"team": team})  # fmt: skip
+    return Workload(kind=WorkloadKind.KUBERNETES_POD, id=deterministic_uuid(key, "pod"),
+                    name=f"{base}-{suffix}", namespace=namespace, container=container,
+                    team=team, labels={"team": team})  # fmt: skip
+
+
+def plan_jobs(node: str, gpu_count: int, flavour: int, seed: int, epoch: float) -> list[SimJob]:
+    """The jobs of one node of ``flavour``, filling GPU indexes in order until none is left."""
+    jobs: list[SimJob] = []
+    next_index = 0
+    for number, slot in enumerate(FLAVOURS[flavour % len(FLAVOURS)]):
+        count = min(slot.gpus, gpu_count - next_index)
+        if count <= 0:
+            break
+        end = None
+        if slot.ends_after_seconds is not None:
+            end = epoch + round(slot.ends_after_seconds / SEGMENT_SECONDS) * SEGMENT_SECONDS
+        jobs.append(SimJob(
+            workload=make_workload(slot.kind, slot.slurm, seed, node, number),
+            pattern=make_pattern(slot.kind, stable_key(seed, node, number, "pattern")),
+            node=node,
+            gpu_indexes=tuple(range(next_index, next_index + count)),
+            end_time=end,
+            process_name=_NAMES[slot.kind][3],
+        ))  # fmt: skip
+        next_index += count
+    return jobs
+
+
+def build_gpus(
+    node: str,
+    models: Sequence[GpuModel],
+    jobs: Sequence[SimJob],
+    seed: int,
+    epoch: float,
+) -> list[SimulatedGpu]:
+    """One SimulatedGpu per model entry (index order), each holding the jobs placed on it."""
+    gpus = []
+    for index, model in enumerate(models):
+        info = GpuInfo(
+            uuid="GPU-" + deterministic_uuid(seed, node, index, "gpu"),
+            index=index,
+            name=model.name,
+            architecture=model.architecture,
+            memory_total_bytes=model.memory_total_bytes,
+            pci_bus_id=f"00000000:{(0x18 + index) % 256:02X}:00.0",
+            driver_version=DRIVER_VERSION,
+            cuda_version=CUDA_VERSION,
+            power_limit_watts=model.tdp_watts,
+        )
+        held = tuple(job for job in jobs if index in job.gpu_indexes)
+        gain = board_gain(f"{seed}/{node}/{index}/gain")
+        key = stable_key(seed, node, index, "noise")
+        gpus.append(SimulatedGpu(info, model, gain=gain, key=key, epoch=epoch, jobs=held))
+    return gpus

@@ -1,0 +1,1 @@
+"""Applied intervals turned into priced, carbon-counted ledger deltas."""

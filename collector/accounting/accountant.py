@@ -1,0 +1,228 @@
+"""Turns applied intervals into ledger deltas: usage per GPU-hour and workload-hour (energy,
+idle, cost, carbon), right-sizing statistics, and the GPU registry rows.
+
+Prices come from the price book, grid intensity from the node's region (its ``region``
+label, else ``carbon.node_regions``, else the default region) or an hourly feed.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import msgspec
+
+from agent.model import GpuInfo
+from collector.analysis.carbon import HourlyFeed, IntensityTable, UnknownRegionError
+from collector.analysis.cost import PriceBook, canonical_model
+from collector.analysis.usage import IntervalSums, workload_part
+from collector.config import CarbonSettings
+from collector.fleet.state import Applied, TrackedGpu
+from collector.ledger.records import GpuRecord, LedgerWrite, WorkloadStatsDelta
+from collector.records import HOUR_SECONDS, Interval, Usage, WorkloadRef
+
+log = logging.getLogger(__name__)
+
+#: a GPU's registry row is rewritten when its identity changes, else at most this often
+#: (its ``last_seen`` is that coarse; cursors and hourly rows carry the exact times)
+LAST_SEEN_RESOLUTION_SECONDS = 60.0
+
+
+class Accountant:
+    def __init__(
+        self,
+        prices: PriceBook,
+        intensity: IntensityTable,
+        carbon: CarbonSettings,
+        feed: HourlyFeed | None = None,
+    ) -> None:
+        self.prices = prices
+        self.intensity = intensity
+        self.carbon = carbon
+        self.feed = feed
+        self._warned: set[str] = set()
+        self._first_seen: dict[str, float] = {}
+        self._workload_gpus: dict[str, set[str]] = {}
+        self._workload_models: dict[str, str] = {}
+        #: uuid -> ((info, node, model), last_seen) of the registry row last sent
+        self._registered: dict[str, tuple[tuple[GpuInfo, str, str], float]] = {}
+        #: workload key -> the registry row last sent
+        self._workload_refs: dict[str, WorkloadRef] = {}
+        #: region -> gCO2e/kWh from the yearly table (it does not vary with time)
+        self._table_intensity: dict[str, float] = {}
+
+    @property
+    def currency(self) -> str:
+        return self.prices.currency
+
+    def model_of(self, info: GpuInfo) -> str:
+        return canonical_model(info.name)
+
+    def region_of(self, node: str, node_labels: dict[str, str]) -> str:
+        return node_labels.get("region") or self.carbon.node_regions.get(node) or self.carbon.region
+
+    def intensity_at(self, region: str, ts: float) -> float:
+        """gCO2e/kWh for ``region`` at ``ts``; an unknown region falls back to the default
+        region (logged once), never fails accounting."""
+        if self.feed is not None and region == self.carbon.region:
+            return self.feed.intensity_g_per_kwh(ts)
+        cached = self._table_intensity.get(region)
+        if cached is None:
+            cached = self._table_intensity[region] = self._table_value(region, ts)
+        return cached
+
+    def _table_value(self, region: str, ts: float) -> float:
+        try:
+            return self.intensity.intensity_g_per_kwh(region, ts)
+        except UnknownRegionError as err:
+            if region not in self._warned:
+                self._warned.add(region)
+                log.warning("%s; using region %r", err, self.carbon.region)
+            return self.intensity.intensity_g_per_kwh(self.carbon.region, ts)
+
+    def account(
+        self, gpu: TrackedGpu, applied: Applied, node_labels: dict[str, str], write: LedgerWrite
+    ) -> None:
+        """Add what ``applied`` contributes to ``write`` (usage, episodes, stats).
+
+        Consecutive intervals in the same hour with the same holders are summed first
+        (``IntervalSums``, and one right-sizing histogram for all their holders), so Usage
+        rows and statistics are built per run, not per interval.
+        """
+        region = self.region_of(gpu.node, node_labels)
+        price = self.prices.price_per_gpu_hour(gpu.model, gpu.node)
+        pue = self.carbon.pue
+        hourly = self.feed is not None and region == self.carbon.region  # else constant
+        intervals = _split_at_hours(applied.intervals)
+        first, count = 0, len(intervals)
+        while first < count:  # one run per pass: same hour, same holders
+            head = intervals[first]
+            run = _Run(math.floor(head.start / HOUR_SECONDS) * HOUR_SECONDS, head.shares)
+            hour, hour_end, shares = run.hour, run.hour_end, run.shares
+            stop = first + 1
+            while stop < count:
+                interval = intervals[stop]
+                if interval.shares is not shares or not hour <= interval.start < hour_end:
+                    break
+                stop += 1
+            members = intervals[first:stop]
+            if hourly:  # an hourly feed may change within the hour: each at its own
+                for interval in members:
+                    run.sums.add(interval, pue, self.intensity_at(region, interval.start))
+            else:
+                run.sums.add_all(members, pue, self.intensity_at(region, head.start))
+            run.end = members[-1].end  # one GPU's intervals are in time order
+            if run.observed is not None:  # right-sizing: memory and SM activity held
+                run.observed.observe_all(members)
+            self._close(run, gpu, price, write)
+            first = stop
+        write.episodes_closed.extend(applied.episodes_closed)
+
+    def _close(self, run: _Run, gpu: TrackedGpu, price: float, write: LedgerWrite) -> None:
+        """Add a run's usage to the GPU's and its workloads' hourly deltas."""
+        uuid = gpu.info.uuid
+        usage = run.sums.usage(price, allocated=bool(run.shares))
+        _add(write.gpu_usage, (run.hour, uuid), usage)
+        stats_deltas = write.workload_stats
+        for ref, share in run.shares.items():
+            _add(write.workload_usage, (run.hour, ref.key), workload_part(usage, share))
+            stats = stats_deltas.get(ref.key)
+            if stats is None:
+                stats = stats_deltas[ref.key] = WorkloadStatsDelta()
+            if run.observed is not None:
+                stats.merge(run.observed)
+            sent = self._workload_refs.get(ref.key)
+            if sent is not ref and sent != ref:  # registry rows only when new or changed
+                write.workloads[ref.key] = self._workload_refs[ref.key] = ref
+            held = self._workload_gpus.setdefault(ref.key, set())
+            held.add(uuid)
+            stats.gpu_model = gpu.model
+            self._workload_models[ref.key] = gpu.model
+            stats.gpu_count = len(held)
+            stats.last_seen = max(stats.last_seen, run.end)
+
+    def workload_models(self) -> dict[str, str]:
+        """Workload key -> GPU model it was last seen on."""
+        return dict(self._workload_models)
+
+    def gpu_record(self, gpu: TrackedGpu) -> GpuRecord | None:
+        """The GPU's registry row when it is new to this process, its identity changed, or
+        its ``last_seen`` moved ``LAST_SEEN_RESOLUTION_SECONDS`` since the row last sent;
+        else None (the ledger already has it). ``first_seen`` is this process's first
+        commit of the GPU; the ledger keeps the earliest across restarts."""
+        last_seen = gpu.last.timestamp if gpu.last is not None else 0.0
+        identity = (gpu.info, gpu.node, gpu.model)
+        sent = self._registered.get(gpu.info.uuid)
+        if (
+            sent is not None
+            and sent[0] == identity
+            and last_seen - sent[1] < LAST_SEEN_RESOLUTION_SECONDS
+        ):
+            return None
+        self._registered[gpu.info.uuid] = (identity, last_seen)
+        first_seen = self._first_seen.setdefault(gpu.info.uuid, last_seen)
+        return GpuRecord(
+            uuid=gpu.info.uuid,
+            node=gpu.node,
+            model=gpu.model,
+            name=gpu.info.name,
+            index=gpu.info.index,
+            first_seen=first_seen,
+            last_seen=last_seen,
+            info_json=msgspec.json.encode(gpu.info),
+            mig_parent_uuid=gpu.info.mig_parent_uuid,
+            mig_profile=gpu.info.mig_profile,
+        )
+
+
+def _split_at_hours(intervals: list[Interval]) -> list[Interval]:
+    """``intervals`` (one GPU's, in order) with each that crosses an hour boundary cut
+    there, seconds and energy shared pro rata, so every hour gets its own part (at 1 Hz
+    that is one interval per GPU-hour; after a long gap, the gap's unknown seconds)."""
+    if not intervals:
+        return intervals
+    first_hour_end = (math.floor(intervals[0].start / HOUR_SECONDS) + 1) * HOUR_SECONDS
+    if intervals[-1].end <= first_hour_end:  # the usual apply: all within one hour
+        return intervals
+    out: list[Interval] = []
+    for interval in intervals:
+        out.extend(_hour_parts(interval))
+    return out
+
+
+def _hour_parts(interval: Interval) -> list[Interval]:
+    start, end = interval.start, interval.end
+    boundary = (math.floor(start / HOUR_SECONDS) + 1) * HOUR_SECONDS
+    if end <= boundary:
+        return [interval]
+    parts, seconds, left = [], end - start, interval.energy_joules
+    while start < end:
+        stop = min(boundary, end)
+        # the last part takes what is left, so the parts add up to the interval exactly
+        joules = left if stop == end else interval.energy_joules * (stop - start) / seconds
+        parts.append(msgspec.structs.replace(interval, start=start, end=stop, energy_joules=joules))
+        start, boundary, left = stop, boundary + HOUR_SECONDS, left - joules
+    return parts
+
+
+class _Run:
+    """Consecutive intervals of one GPU in one hour with the same holders."""
+
+    __slots__ = ("end", "hour", "hour_end", "observed", "shares", "sums")
+
+    def __init__(self, hour: float, shares: dict[WorkloadRef, float]):
+        self.hour = hour
+        self.hour_end = hour + HOUR_SECONDS
+        self.shares = shares
+        self.sums = IntervalSums()
+        self.end = float("-inf")
+        #: what each holder saw of the GPU (memory, SM activity), merged into each at close
+        self.observed = WorkloadStatsDelta() if shares else None
+
+
+def _add(target: dict[tuple[float, str], Usage], key: tuple[float, str], usage: Usage) -> None:
+    existing = target.get(key)
+    if existing is None:
+        target[key] = usage
+    else:
+        existing.add(usage)

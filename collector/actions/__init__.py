@@ -1,0 +1,1 @@
+"""Auto-release: policy, executors and the log of what was done."""

@@ -1,0 +1,1 @@
+"""Idle, energy, usage, carbon, cost and GPU models: pure functions over plain data."""

@@ -1,0 +1,118 @@
+"""Energy per interval and its attribution to workloads (DESIGN.md section 4).
+
+Energy comes from the NVML energy counter where it can: the delta between two samples.
+A decrease is a driver reload; it never becomes a negative delta. Where the counter
+cannot say, power is integrated and the result marked estimated.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from math import isfinite
+from typing import Protocol
+
+from agent.model import GpuSample, Workload
+from collector.records import WorkloadRef
+
+
+class EnergyReading(Protocol):
+    """What energy needs of a sample (an ``agent.model.GpuSample`` or a
+    ``collector.fleet.readings.Reading``)."""
+
+    @property
+    def timestamp(self) -> float: ...
+    @property
+    def energy_joules(self) -> float | None: ...
+    @property
+    def power_watts(self) -> float | None: ...
+
+
+def interval_energy(prev: EnergyReading, cur: EnergyReading) -> tuple[float, bool]:
+    """Joules used between two consecutive samples of one GPU, and whether estimated.
+
+    - both counters present and ``cur >= prev``: the counter delta (exact);
+    - the counter went down (driver reload) or one is missing: power integration,
+      estimated: trapezoid when both powers are known, a rectangle of the one known
+      power otherwise;
+    - no power either, or time did not advance: 0.0, estimated.
+    """
+    e0, e1 = prev.energy_joules, cur.energy_joules
+    if e0 is not None and e1 is not None and e1 >= e0 and isfinite(e0) and isfinite(e1):
+        return e1 - e0, False
+    seconds = cur.timestamp - prev.timestamp
+    if seconds <= 0:
+        return 0.0, True
+    p0, p1 = _power(prev), _power(cur)
+    if p0 is not None and p1 is not None:
+        return (p0 + p1) / 2.0 * seconds, True
+    known = p0 if p0 is not None else p1
+    return (known * seconds if known is not None else 0.0), True
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+def _power(sample: EnergyReading) -> float | None:
+    watts = _finite(sample.power_watts)
+    return watts if watts is not None and watts >= 0 else None
+
+
+def workload_ref(w: Workload) -> WorkloadRef:
+    """The collector's view of a workload: its key plus the labels reports group by.
+
+    ``namespace`` is the k8s namespace; a Slurm job without one takes its ``account``
+    (or ``partition``) label where the agent sends it."""
+    namespace = w.namespace or w.labels.get("account") or w.labels.get("partition") or ""
+    return WorkloadRef(
+        key=w.key,
+        kind=w.kind.value,
+        name=w.name or w.slurm_job_id or w.id,
+        namespace=namespace,
+        team=w.team or w.labels.get("team", ""),
+        user=w.user or "",
+    )
+
+
+def workload_shares(sample: GpuSample) -> dict[WorkloadRef, float]:
+    """How this sample's GPU is split among the workloads holding it; sums to 1.
+
+    One workload: all of it. Several: in proportion to the SM share of their processes
+    (``ProcessSample.sm_share`` of processes whose workload has the same key); an equal
+    split when no share is known or all are zero. Nobody: ``{}`` (fleet overhead).
+    """
+    refs: dict[str, WorkloadRef] = {}
+    for w in sample.workloads:
+        refs.setdefault(w.key, workload_ref(w))
+    if len(refs) <= 1:
+        return {ref: 1.0 for ref in refs.values()}
+    weights = dict.fromkeys(refs, 0.0)
+    for proc in sample.processes:
+        share = _finite(proc.sm_share)
+        if proc.workload is not None and proc.workload.key in weights and share and share > 0:
+            weights[proc.workload.key] += share
+    total = math.fsum(weights.values())
+    if total <= 0:
+        return {ref: 1.0 / len(refs) for ref in refs.values()}
+    return {refs[key]: weight / total for key, weight in weights.items()}
+
+
+def split_mig_energy(parent_joules: float, instances: Sequence[GpuSample]) -> dict[str, float]:
+    """Split a MIG parent's energy among its instances (by ``gpu_uuid``) in proportion to
+    their ``sm_activity``; equally when none is known or all are zero. The parts sum to
+    ``parent_joules`` (the last absorbs rounding) and are never negative."""
+    uuids = list(dict.fromkeys(s.gpu_uuid for s in instances))
+    if not uuids:
+        return {}
+    activity = dict.fromkeys(uuids, 0.0)
+    for s in instances:
+        value = _finite(s.sm_activity)
+        if value is not None and value > 0:
+            activity[s.gpu_uuid] += value
+    total = math.fsum(activity.values())
+    weights = {u: (a / total if total > 0 else 1.0 / len(uuids)) for u, a in activity.items()}
+    parts = {u: parent_joules * w for u, w in weights.items()}
+    last = uuids[-1]
+    parts[last] = max(0.0, parent_joules - math.fsum(v for u, v in parts.items() if u != last))
+    return parts

@@ -1,0 +1,277 @@
+"""What the collector's HTTP edge and exporter need from the pipeline, and what they answer.
+
+``CollectorBackend`` is the one seam between the edge (app.py, exporter.py) and the
+stateful core (pipeline, fleet, ledger). The edge never imports the core; ``gpufleet``'s
+CLI wires a real backend in, tests wire a fake holding plain data.
+
+Money is in the price book's currency (named by ``currency`` fields), energy in joules,
+carbon in grams CO2e, time in Unix seconds.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Collection, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from agent.model import BatchAck
+from collector.records import GpuState, GpuView, Recommendation, RecommendationStatus, Usage
+
+
+class RejectReason(enum.StrEnum):
+    """Why the edge refused a batch; the ``reason`` label of the rejection counters."""
+
+    UNAUTHORIZED = "unauthorized"
+    TOO_LARGE = "too_large"
+    UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
+    MALFORMED = "malformed"  # not JSON, wrong types, bad gzip
+    SCHEMA_VERSION = "schema_version"
+    INVALID_VALUE = "invalid_value"  # NaN, infinite, negative, out of range
+    FUTURE_TIMESTAMP = "future_timestamp"
+    PAST_TIMESTAMP = "past_timestamp"
+    UNKNOWN_GPU = "unknown_gpu"
+
+
+class IngestError(Exception):
+    """A batch the collector refuses: HTTP ``status``, a message, and the offending field
+    as a JSON path (``$.samples[3].power_watts``) where one can be named."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        field: str | None = None,
+        reason: RejectReason | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.field = field
+        self.reason = reason or RejectReason.MALFORMED
+        #: samples the refused batch carried, once it decoded (0: unknown)
+        self.samples = 0
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadReport:
+    """One workload's usage over a time range, for ``GET /v1/workloads``.
+
+    ``usage`` sums the hourly rollups that overlap the range (hour granularity).
+    """
+
+    key: str  # agent.model.Workload.key, e.g. "pod:ml/notebook-7"
+    kind: str
+    name: str
+    namespace: str
+    team: str
+    user: str
+    currency: str
+    usage: Usage
+    #: GPU models the workload held in the range, e.g. ("H100",)
+    gpu_models: tuple[str, ...] = ()
+    #: idle episodes in the range at least ``analysis.min_episode_seconds`` long
+    idle_episodes: int = 0
+    longest_idle_seconds: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class HealthReport:
+    """``GET /healthz``: 200 when ``ledger_ok``, else 503."""
+
+    ledger_ok: bool
+    #: wall-clock time the last batch was accepted; None before the first one
+    last_ingest_at: float | None
+    #: how far applied event time trails the newest received sample (reorder window)
+    lag_seconds: float
+    #: samples received and durable but not yet applied to fleet state
+    pending_samples: int
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class WasteTotal:
+    """Idle GPU-seconds and their cost since the ledger began, for one (namespace,
+    workload, model). ``workload`` is the workload key; "" for unallocated GPUs."""
+
+    namespace: str
+    workload: str
+    team: str
+    model: str
+    idle_gpu_seconds: float
+    waste: float
+    #: when the workload last held a GPU (event time); inf for the unallocated rows
+    last_seen: float = math.inf
+
+
+@dataclass(frozen=True, slots=True)
+class EnergyTotal:
+    """Energy and carbon since the ledger began, for one workload ("" = unallocated)."""
+
+    namespace: str
+    workload: str
+    team: str
+    energy_joules: float
+    carbon_grams: float
+    #: the part of energy_joules integrated from power (GPUs without an energy counter)
+    estimated_energy_joules: float = 0.0
+    #: when the workload last held a GPU (event time); inf for the unallocated row
+    last_seen: float = math.inf
+
+
+@dataclass(frozen=True, slots=True)
+class IngestCounters:
+    """Ingest self-metrics since the process started (Prometheus counters: they may reset)."""
+
+    batches_accepted: int = 0
+    batches_duplicate: int = 0
+    #: RejectReason value -> batches refused (by the edge via record_rejection, or the core)
+    batches_rejected: dict[str, int] = field(default_factory=dict)
+    samples_accepted: int = 0
+    #: RejectReason value -> samples in refused batches
+    samples_rejected: dict[str, int] = field(default_factory=dict)
+    #: samples that arrived behind already-applied event time (outside the reorder window)
+    late_samples: int = 0
+    #: wall seconds spent inside ``ingest``
+    ingest_seconds: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class FleetTotals:
+    """Running totals for the exporter's counters."""
+
+    currency: str
+    waste: tuple[WasteTotal, ...] = ()
+    energy: tuple[EnergyTotal, ...] = ()
+    ingest: IngestCounters = field(default_factory=IngestCounters)
+
+
+@dataclass(frozen=True, slots=True)
+class FleetRates:
+    """What the fleet costs and emits per unit now, for the exporter's rate gauges."""
+
+    currency: str
+    #: summed hourly price of every GPU idle now (allocated-idle or unallocated)
+    idle_cost_per_hour: float
+    #: the site PUE the carbon figures use
+    pue_ratio: float
+    #: region -> grid intensity (gCO2e/kWh, before PUE) now, for the known nodes' regions
+    intensity_g_per_kwh: dict[str, float] = field(default_factory=dict)
+
+
+class RatesSource(Protocol):
+    """Prices and carbon settings in force, applied to the fleet now; thread-safe."""
+
+    def fleet_rates(self, now: float) -> FleetRates: ...
+
+
+class CollectorBackend(Protocol):
+    """The stateful core as the edge sees it. Every method but ``submit`` is called from
+    worker threads (several at once), ``submit`` from the event loop's: implementations
+    must be thread-safe, and ``submit`` must not block."""
+
+    def submit(
+        self, body: bytes, content_encoding: str | None, received_at: float
+    ) -> Future[BatchAck]:
+        """Check, store and acknowledge a batch as the agent POSTed it; returns at once.
+
+        The future has the ack once the batch is durable (the edge awaits it on its event
+        loop, which reads the next requests meanwhile). ``body`` is the batch's JSON,
+        coded as ``content_encoding`` says (gzip or identity); it is decoded and validated
+        (``collector.ingest.decode.accept_body``) off the event loop, and kept pending as
+        received (the ledger returns it decompressed). A repeated (node, agent_boot_id,
+        seq) acks status "duplicate" and changes nothing. The future fails with
+        IngestError to refuse the batch (the edge answers its status and counts it
+        through record_rejection); with any other exception the edge answers 503 so the
+        agent retries.
+        """
+        ...
+
+    def record_rejection(self, reason: RejectReason, samples: int) -> None:
+        """Count a batch the edge refused (``samples``: how many it carried, 0 if unknown)."""
+        ...
+
+    def fleet(self, now: float) -> list[GpuView]:
+        """Every known GPU and MIG instance with its state at ``now``."""
+        ...
+
+    def workloads(self, start: float, end: float) -> list[WorkloadReport]:
+        """Every workload with usage in [start, end)."""
+        ...
+
+    def recommendations(self, statuses: Collection[RecommendationStatus]) -> list[Recommendation]:
+        """Recommendations in any of ``statuses``, most valuable first."""
+        ...
+
+    def dismiss(self, rec_id: str, now: float) -> Recommendation | None:
+        """Mark a recommendation dismissed; None when no recommendation has that id."""
+        ...
+
+    def health(self) -> HealthReport: ...
+
+    def fleet_totals(self) -> FleetTotals: ...
+
+
+@dataclass(frozen=True, slots=True)
+class FleetSummary:
+    """The fleet at a glance: GPUs per state, mean SM activity, total power."""
+
+    gpus_by_state: dict[str, int]
+    #: mean sm_activity over GPUs in a known state that report it; None when none do
+    utilisation_ratio: float | None
+    #: summed over physical GPUs (MIG instances excluded, their parent reports power)
+    power_watts: float
+
+
+@dataclass(frozen=True, slots=True)
+class FleetResponse:
+    """``GET /v1/fleet``. A GPU's current idle duration is ``now - idle_since``."""
+
+    now: float
+    summary: FleetSummary
+    gpus: Sequence[GpuView]
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadsResponse:
+    """``GET /v1/workloads``."""
+
+    start: float
+    end: float
+    workloads: Sequence[WorkloadReport]
+
+
+@dataclass(frozen=True, slots=True)
+class RecommendationsResponse:
+    """``GET /v1/recommendations``."""
+
+    statuses: Sequence[str]
+    recommendations: Sequence[Recommendation]
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorResponse:
+    """Every 4xx/5xx body. ``field`` is a JSON path (``$.samples[3].power_watts``) or a
+    query parameter name; None when no single field is at fault."""
+
+    error: str
+    field: str | None = None
+    reason: str | None = None
+
+
+def summarise_fleet(views: Sequence[GpuView]) -> FleetSummary:
+    """Counts per state (every state present, zeros included), mean SM activity, power."""
+    by_state = {state.value: 0 for state in GpuState}
+    activities: list[float] = []
+    power_watts = 0.0
+    for view in views:
+        by_state[view.state.value] += 1
+        known = view.state is not GpuState.UNKNOWN
+        if known and view.sm_activity is not None:
+            activities.append(view.sm_activity)
+        if known and view.power_watts is not None and view.mig_parent_uuid is None:
+            power_watts += view.power_watts
+    ratio = sum(activities) / len(activities) if activities else None
+    return FleetSummary(by_state, ratio, power_watts)

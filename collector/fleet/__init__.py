@@ -1,0 +1,1 @@
+"""Live per-GPU state, ordered per node in event time."""

@@ -1,0 +1,331 @@
+"""Per-GPU state fed by ingest: orders samples, cuts them into intervals, tracks idle episodes.
+
+``TrackedGpu`` holds one GPU's reorder buffer and the last applied reading. ``apply_ready``
+turns every reading that is past the reorder window into an ``Interval`` (from the previous
+reading to this one) plus idle-episode changes. It does no I/O: the pipeline accounts the
+intervals and commits them to the ledger together with the GPU's new cursor.
+
+The buffer keeps a ``Reading`` per sample (collector/fleet/readings.py), not the decoded
+``GpuSample``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import operator
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from agent.model import GpuInfo, GpuSample
+from collector.analysis.energy import interval_energy, split_mig_energy
+from collector.analysis.idle import classify_activity
+from collector.fleet.idle_run import IdleRun
+from collector.fleet.readings import Holders, Reading
+from collector.fleet.rules import FleetRules
+from collector.records import (
+    IDLE,
+    UNKNOWN,
+    Activity,
+    GpuState,
+    GpuView,
+    IdleEpisode,
+    Interval,
+    WorkloadRef,
+)
+
+_timestamp = operator.attrgetter("timestamp")
+
+
+@dataclass(slots=True)
+class Applied:
+    """What applying one GPU's ready readings produced."""
+
+    intervals: list[Interval] = field(default_factory=list)
+    episodes_closed: list[IdleEpisode] = field(default_factory=list)
+    samples: list[Reading] = field(default_factory=list)
+    late: int = 0
+
+
+@dataclass(slots=True)
+class TrackedGpu:
+    info: GpuInfo
+    node: str
+    model: str
+    last: Reading | None = None  # last applied reading
+    newest: Reading | None = None  # newest received reading (may still be buffered)
+    episode_start: float | None = None
+    episode_workload: str | None = None
+    #: whether this GPU ever reported DRAM activity; without it (a replayed duty-cycle
+    #: trace, an old GPU) idle is decided on SM activity alone
+    dram_seen: bool = False
+    #: buffered readings in event-time order (equal timestamps in arrival order)
+    _buffer: list[Reading] = field(default_factory=list)
+    _holders: Holders | None = None
+    #: (dram_seen, threshold, activity) of ``last``, so a reading is classified once
+    _last_activity: tuple[bool, float, Activity] | None = None
+    #: the idle run as of the newest reading (the view's ``idle_since``); None: rebuild it
+    _run: IdleRun | None = None
+
+    @property
+    def applied_until(self) -> float:
+        return self.last.timestamp if self.last is not None else float("-inf")
+
+    def buffer(self, sample: GpuSample, rules: FleetRules | None = None) -> bool:
+        """Queue a sample; False when it is older than what was already applied (too late)."""
+        return self.buffer_all((sample,), rules)[0] == 1
+
+    def buffer_all(
+        self, samples: Iterable[GpuSample], rules: FleetRules | None = None
+    ) -> tuple[int, float]:
+        """Queue this GPU's samples of a batch; those older than what was already applied
+        are too late and dropped. Returns how many were queued and the newest queued
+        timestamp (-inf when none). With ``rules``, the idle run follows them."""
+        applied = self.last.timestamp if self.last is not None else -math.inf
+        newest = self.newest
+        newest_ts = newest.timestamp if newest is not None else -math.inf
+        queue = self._buffer
+        run = self._run if self._run is not None and self._run.rules == rules else None
+        accepted, batch_newest = 0, -math.inf
+        for sample in samples:
+            ts = sample.timestamp
+            if ts <= applied:
+                continue
+            if sample.dram_activity is not None:
+                self.dram_seen = True
+            reading = self.reading(sample)
+            if not queue or ts >= queue[-1].timestamp:
+                queue.append(reading)  # the usual case: samples arrive in order
+                if run is None or run.dram_seen != self.dram_seen:
+                    run = None  # the view rebuilds it
+                elif ts > run.last:
+                    run.follow(ts, reading.holders.key, self._is_idle(reading, run.rules))
+            else:
+                bisect.insort_right(queue, reading, key=_timestamp)
+                run = None  # out of order: the view rebuilds the run
+            if ts > newest_ts:
+                newest_ts, newest = ts, reading
+            if ts > batch_newest:
+                batch_newest = ts
+            accepted += 1
+        self.newest = newest
+        self._run = run
+        return accepted, batch_newest
+
+    def reading(self, sample: GpuSample) -> Reading:
+        """The slim reading of ``sample``, sharing this GPU's current holders if they fit."""
+        holders = self._holders
+        if holders is None or not holders.fit(sample):
+            holders = self._holders = Holders.of(sample)
+        return Reading(
+            sample.timestamp,
+            sample.sm_activity,
+            sample.dram_activity,
+            sample.power_watts,
+            sample.energy_joules,
+            sample.memory_used_bytes,
+            sample.memory_total_bytes,
+            sample.healthy,
+            holders,
+        )
+
+    def restore(self, last: GpuSample, episode_start: float | None, episode: str | None) -> None:
+        """Resume after a restart from the cursor's last applied sample and open episode."""
+        self.last = self.newest = self.reading(last)
+        self.episode_start, self.episode_workload = episode_start, episode
+        self._run = None
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buffer)
+
+    def apply_ready(
+        self, rules: FleetRules, flush: bool = False, now: float | None = None
+    ) -> Applied:
+        """Apply buffered readings older than the reorder window (all when ``flush``).
+
+        The window is counted from the GPU's newest reading and, when ``now`` is given,
+        from the collector's clock too, so the last readings of a GPU that stopped
+        reporting are applied a window later rather than at shutdown.
+        """
+        out = Applied()
+        queue = self._buffer
+        if not queue or self.newest is None:
+            return out
+        if flush:
+            ready = len(queue)
+        else:
+            newest = self.newest.timestamp if now is None else max(self.newest.timestamp, now)
+            horizon = newest - rules.reorder_window_seconds
+            if queue[0].timestamp > horizon:  # the usual tick: nothing is due yet
+                return out
+            ready = bisect.bisect_right(queue, horizon, key=_timestamp)
+        self._apply(queue[:ready], rules, out)
+        del queue[:ready]
+        return out
+
+    def _apply(self, readings: list[Reading], rules: FleetRules, out: Applied) -> None:
+        """Cut ``readings`` (in order) into intervals and idle-episode changes.
+
+        Runs once per sample: the GPU's fields are read into locals once per call."""
+        threshold, stale = rules.idle_threshold, rules.stale_after_seconds
+        shortest = rules.min_episode_seconds
+        dram_unsupported = not self.dram_seen
+        uuid, node, model = self.info.uuid, self.node, self.model
+        intervals, samples = out.intervals, out.samples
+        prev = self.last
+        prev_activity = UNKNOWN if prev is None else self._last_classified(prev, threshold)
+        for reading in readings:
+            ts = reading.timestamp
+            if prev is not None and ts <= prev.timestamp:
+                out.late += 1  # a duplicate timestamp
+                continue
+            activity = classify_activity(reading, threshold, dram_unsupported=dram_unsupported)
+            gap_ok = prev is not None and ts - prev.timestamp <= stale
+            if prev is not None:
+                joules, estimated = interval_energy(prev, reading)
+                intervals.append(Interval(  # positional: this runs once per sample
+                    uuid, node, model, prev.timestamp, ts,
+                    prev_activity if gap_ok else UNKNOWN, joules, estimated,
+                    prev.holders.shares, prev.memory_used_bytes, prev.sm_activity,
+                ))  # fmt: skip
+            if self.episode_start is not None or activity is IDLE:
+                self._follow_episode(reading, activity, prev, gap_ok, out, shortest)
+            prev, prev_activity = reading, activity
+            samples.append(reading)
+        if prev is not None:
+            self.last = prev
+            self._last_activity = (self.dram_seen, threshold, prev_activity)
+
+    def _follow_episode(
+        self, reading: Reading, activity: Activity, prev: Reading | None, gap_ok: bool,
+        out: Applied, shortest: float = 0.0,
+    ) -> None:  # fmt: skip
+        """Close the open idle episode where ``reading`` ends it; open one where it is idle.
+
+        A closed episode shorter than ``shortest`` is not reported: a GPU serving bursty
+        traffic is idle between requests many times a minute, and each gap would otherwise
+        become a stored episode (its idle seconds are accounted either way)."""
+        holder = reading.holders.key
+        idle = activity is IDLE
+        # a new holder ends the episode too: a pod placed on a GPU idle for an hour has
+        # been idle for 0 s, and the hour before it came was not its waste
+        if self.episode_start is not None and (
+            not gap_ok or not idle or holder != self.episode_workload
+        ):
+            end = reading.timestamp if gap_ok or prev is None else prev.timestamp
+            if end - self.episode_start >= shortest:
+                out.episodes_closed.append(self._episode(end))
+            self.episode_start = None
+            self.episode_workload = None
+        if idle and self.episode_start is None:
+            self.episode_start = reading.timestamp
+            self.episode_workload = holder
+
+    def _last_classified(self, last: Reading, threshold: float) -> Activity:
+        """The activity of ``last``, as classified when it was applied unless a reading
+        with DRAM activity has come in since (that changes how it classifies)."""
+        cached = self._last_activity
+        if cached is not None and cached[0] == self.dram_seen and cached[1] == threshold:
+            return cached[2]
+        return self._classify(last, threshold)
+
+    def _classify(self, reading: Reading, threshold: float) -> Activity:
+        return classify_activity(reading, threshold, dram_unsupported=not self.dram_seen)
+
+    def _episode(self, end: float | None) -> IdleEpisode:
+        assert self.episode_start is not None
+        return IdleEpisode(
+            gpu_uuid=self.info.uuid,
+            node=self.node,
+            start=self.episode_start,
+            end=end,
+            workload_key=self.episode_workload,
+        )
+
+    def open_episode(self) -> IdleEpisode | None:
+        return None if self.episode_start is None else self._episode(None)
+
+    def view(self, now: float, rules: FleetRules) -> GpuView:
+        """The GPU's state now, from the newest reading received."""
+        reading = self.newest
+        if reading is None:
+            return self._view(GpuState.UNKNOWN, None, None)
+        state = GpuState.UNKNOWN
+        if now - reading.timestamp <= rules.stale_after_seconds:
+            activity = self._classify(reading, rules.idle_threshold)
+            if activity is Activity.ACTIVE:
+                state = GpuState.ACTIVE
+            elif activity is Activity.IDLE:
+                state = GpuState.ALLOCATED_IDLE if reading.holders.refs else GpuState.UNALLOCATED
+        idle_since = self._idle_since(reading, rules) if state in _IDLE_STATES else None
+        return self._view(state, reading, idle_since)
+
+    def _idle_since(self, newest: Reading, rules: FleetRules) -> float | None:
+        """When the idle run ending at ``newest`` (idle) began, counting buffered readings:
+        followed as readings arrive in order; rebuilt from the applied state and the buffer
+        after one arrived out of order or the GPU's classification changed."""
+        run = self._run
+        if (
+            run is None
+            or run.rules != rules
+            or run.dram_seen != self.dram_seen
+            or run.last != newest.timestamp
+        ):
+            run = self._run = self._rebuild_run(rules)
+        return run.start
+
+    def _rebuild_run(self, rules: FleetRules) -> IdleRun:
+        """The idle run from the last applied reading (its open episode) through the buffer."""
+        last = self.last.timestamp if self.last is not None else -math.inf
+        run = IdleRun(rules, self.dram_seen, last, self.episode_start, self.episode_workload)
+        for reading in self._buffer:
+            if reading.timestamp > run.last:  # an equal timestamp is dropped when applied
+                run.follow(reading.timestamp, reading.holders.key, self._is_idle(reading, rules))
+        return run
+
+    def _is_idle(self, reading: Reading, rules: FleetRules) -> bool:
+        return self._classify(reading, rules.idle_threshold) is IDLE
+
+    def _view(self, state: GpuState, r: Reading | None, idle_since: float | None) -> GpuView:
+        return GpuView(
+            uuid=self.info.uuid,
+            node=self.node,
+            index=self.info.index,
+            model=self.model,
+            name=self.info.name,
+            state=state,
+            last_seen=r.timestamp if r is not None else None,
+            workloads=r.holders.refs if r is not None else (),
+            idle_since=idle_since,
+            sm_activity=r.sm_activity if r is not None else None,
+            dram_activity=r.dram_activity if r is not None else None,
+            power_watts=r.power_watts if r is not None else None,
+            memory_used_bytes=r.memory_used_bytes if r is not None else None,
+            memory_total_bytes=(r.memory_total_bytes if r is not None else None)
+            or self.info.memory_total_bytes,
+            mig_parent_uuid=self.info.mig_parent_uuid,
+            mig_profile=self.info.mig_profile,
+            healthy=r.healthy if r is not None else True,
+        )
+
+
+_IDLE_STATES = (GpuState.ALLOCATED_IDLE, GpuState.UNALLOCATED)
+
+
+def mig_shares(parent: TrackedGpu, gpus: Iterable[TrackedGpu]) -> dict[WorkloadRef, float]:
+    """Who gets a MIG-enabled GPU's energy: its instances' holders, each instance weighted
+    by its SM activity (equally when none is known; DESIGN 4), as of the instances' latest
+    applied readings. An instance nobody holds keeps its part unallocated, so the shares
+    may sum to less than 1; empty when no instance has been seen."""
+    instances = [g for g in gpus if g.info.mig_parent_uuid == parent.info.uuid and g.last]
+    parts = split_mig_energy(
+        1.0, [g.last.to_sample(g.info.uuid) for g in instances if g.last is not None]
+    )
+    shares: dict[WorkloadRef, float] = {}
+    for instance in instances:
+        assert instance.last is not None
+        part = parts.get(instance.info.uuid, 0.0)
+        for ref, share in instance.last.holders.shares.items():
+            shares[ref] = shares.get(ref, 0.0) + part * share
+    return shares

@@ -1,0 +1,1 @@
+"""The collector's HTTP edge: the ASGI app, auth, OpenAPI, Alertmanager intake."""

@@ -1,0 +1,333 @@
+"""The collector's HTTP API: an ASGI app (Starlette) over a CollectorBackend.
+
+Routes: ``POST /v1/batches``, ``GET /v1/fleet``, ``GET /v1/workloads``,
+``GET /v1/recommendations``, ``POST /v1/recommendations/{rec_id}/dismiss``,
+``GET /healthz``, ``GET /metrics``, ``GET /openapi.json``, ``GET /docs``.
+
+Every /v1 route needs ``Authorization: Bearer <token>`` unless ``server.allow_anonymous``;
+/healthz, /metrics and the docs are open, as probes and Prometheus expect. Errors are JSON
+``{"error", "field", "reason"}``. Backend calls (SQLite I/O) run in worker threads; a
+batch's body goes to the backend's ingest thread (``submit``), decoded and checked there.
+Requests are logged without headers or query strings, so tokens never reach a log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from collections.abc import Awaitable, Callable, Collection, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+from prometheus_client import CollectorRegistry
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.registry import Collector
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from collector.backend import (
+    CollectorBackend,
+    ErrorResponse,
+    FleetResponse,
+    IngestError,
+    RecommendationsResponse,
+    RejectReason,
+    WorkloadsResponse,
+    summarise_fleet,
+)
+from collector.config import CollectorSettings
+from collector.http.auth import BearerAuth
+from collector.http.openapi import docs_page, openapi_document
+from collector.metrics.exporter import FleetExporter
+from collector.records import RecommendationStatus
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[Request], Awaitable[Response]]
+DAY_SECONDS = 24 * 3600.0
+DEFAULT_STATUSES = (RecommendationStatus.OPEN, RecommendationStatus.NOTIFIED)
+_ENCODER = msgspec.json.Encoder(enc_hook=str)  # free-form evidence values fall back to str
+
+
+def create_app(
+    backend: CollectorBackend,
+    settings: CollectorSettings,
+    tokens: Collection[str],
+    clock: Callable[[], float] = time.time,
+    extra_routes: Sequence[BaseRoute] = (),
+    collectors: Sequence[Collector] = (),
+) -> Starlette:
+    """The ASGI app. ``tokens`` come from collector.http.auth.load_tokens; ``clock`` gives
+    Unix seconds (tests pass a fixed one); ``extra_routes`` add pages (the web UI);
+    ``collectors`` add their families to ``/metrics`` (the InfluxDB sink, the notifier)."""
+    registry = CollectorRegistry(auto_describe=True)
+    registry.register(FleetExporter(backend, clock))
+    for extra in collectors:
+        registry.register(extra)
+    api = _Api(backend, settings, BearerAuth(tokens, settings.server.allow_anonymous), clock)
+    guard = api.guard
+    openapi, docs = _document_endpoints()
+    routes: list[BaseRoute] = [
+        Route("/v1/batches", guard(api.post_batch), methods=["POST"]),
+        Route("/v1/fleet", guard(api.get_fleet), methods=["GET"]),
+        Route("/v1/workloads", guard(api.get_workloads), methods=["GET"]),
+        Route("/v1/recommendations", guard(api.get_recommendations), methods=["GET"]),
+        Route("/v1/recommendations/{rec_id}/dismiss", guard(api.dismiss), methods=["POST"]),
+        Route("/healthz", api.healthz, methods=["GET"]),
+        Route("/metrics", _metrics_endpoint(registry), methods=["GET"]),
+        Route("/openapi.json", openapi, methods=["GET"]),
+        Route("/docs", docs, methods=["GET"]),
+        *extra_routes,
+    ]
+    return Starlette(
+        routes=routes,
+        middleware=[Middleware(AccessLog)],
+        exception_handlers={HTTPException: _http_error, Exception: _http_error},
+    )
+
+
+def json_response(value: Any, status_code: int = 200, **headers: str) -> Response:
+    body = _ENCODER.encode(value)
+    return Response(body, status_code, headers or None, media_type="application/json")
+
+
+def error_response(
+    status_code: int, error: str, field: str | None = None, reason: str | None = None
+) -> Response:
+    return json_response(ErrorResponse(error, field, reason), status_code)
+
+
+class _Api:
+    """The route handlers, sharing the backend, settings, auth and clock."""
+
+    def __init__(
+        self,
+        backend: CollectorBackend,
+        settings: CollectorSettings,
+        auth: BearerAuth,
+        clock: Callable[[], float],
+    ) -> None:
+        self.backend = backend
+        self.settings = settings
+        self.auth = auth
+        self.clock = clock
+
+    def guard(self, handler: Handler) -> Handler:
+        """``handler`` behind bearer auth: 401 with WWW-Authenticate without a valid token."""
+
+        async def guarded(request: Request) -> Response:
+            header = request.headers.get("authorization")
+            if self.auth.check(header):
+                return await handler(request)
+            if request.url.path == "/v1/batches":
+                await self.count_rejection(RejectReason.UNAUTHORIZED, 0)
+            challenge = 'Bearer realm="gpufleet"' + (', error="invalid_token"' if header else "")
+            response = error_response(401, "missing or invalid bearer token", None, "unauthorized")
+            response.headers["WWW-Authenticate"] = challenge
+            return response
+
+        return guarded
+
+    async def count_rejection(self, reason: RejectReason, samples: int) -> None:
+        try:
+            await run_in_threadpool(self.backend.record_rejection, reason, samples)
+        except Exception:  # a counter must not turn a 4xx into a 500
+            log.exception("counting a refused batch failed")
+
+    async def post_batch(self, request: Request) -> Response:
+        try:
+            body = await _read_body(request, self.settings.server.max_body_bytes)
+            # decoded, validated and stored off the event loop (Pipeline.submit); kept
+            # pending as sent: a gzipped body is ~10x less for the ledger to write
+            coding = request.headers.get("content-encoding")
+            ack = await asyncio.wrap_future(self.backend.submit(body, coding, self.clock()))
+        except IngestError as err:
+            await self.count_rejection(err.reason, err.samples)
+            log.info("batch refused (%s %s): %s", err.status, err.reason, err.message)
+            return error_response(err.status, err.message, err.field, err.reason.value)
+        except Exception:  # the core failed: nothing was acknowledged, the agent retries
+            log.exception("storing a batch failed")
+            return error_response(503, "the collector could not store the batch; retry later")
+        return json_response(ack)
+
+    async def get_fleet(self, request: Request) -> Response:
+        now = self.clock()
+        views = await run_in_threadpool(self.backend.fleet, now)
+        return json_response(FleetResponse(now, summarise_fleet(views), views))
+
+    async def get_workloads(self, request: Request) -> Response:
+        try:
+            start, end = parse_window(request.query_params, self.clock())
+        except QueryError as err:
+            return error_response(422, str(err), err.field, "bad_query")
+        reports = await run_in_threadpool(self.backend.workloads, start, end)
+        return json_response(WorkloadsResponse(start, end, reports))
+
+    async def get_recommendations(self, request: Request) -> Response:
+        try:
+            statuses = parse_statuses(request.query_params.get("status"))
+        except QueryError as err:
+            return error_response(422, str(err), err.field, "bad_query")
+        recs = await run_in_threadpool(self.backend.recommendations, statuses)
+        return json_response(RecommendationsResponse([s.value for s in statuses], recs))
+
+    async def dismiss(self, request: Request) -> Response:
+        rec_id = request.path_params["rec_id"]
+        rec = await run_in_threadpool(self.backend.dismiss, rec_id, self.clock())
+        if rec is None:
+            return error_response(404, f"no recommendation with id {rec_id!r}", "rec_id")
+        return json_response(rec)
+
+    async def healthz(self, request: Request) -> Response:
+        try:
+            report = await run_in_threadpool(self.backend.health)
+        except Exception as err:
+            log.exception("health check failed")
+            return error_response(503, f"health check failed: {type(err).__name__}")
+        return json_response(report, 200 if report.ledger_ok else 503)
+
+
+async def _read_body(request: Request, max_bytes: int) -> bytes:
+    """The raw body, refused by content type (415) or size (413, before and while reading)."""
+    media_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if media_type != "application/json":
+        raise IngestError(
+            415,
+            f"Content-Type must be application/json, got {media_type or 'none'!r}",
+            reason=RejectReason.UNSUPPORTED_MEDIA_TYPE,
+        )
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > max_bytes:
+        raise _too_large(max_bytes)
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > max_bytes:
+            raise _too_large(max_bytes)
+    return bytes(body)
+
+
+def _too_large(max_bytes: int) -> IngestError:
+    return IngestError(413, f"body is larger than {max_bytes} bytes", reason=RejectReason.TOO_LARGE)
+
+
+class QueryError(ValueError):
+    """A bad query parameter; ``field`` names it."""
+
+    def __init__(self, message: str, field: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def parse_window(params: Any, now: float) -> tuple[float, float]:
+    """(start, end) from ``start``/``end`` query values; default the 24 h before now."""
+    end = parse_instant(params["end"], "end") if "end" in params else now
+    start = parse_instant(params["start"], "start") if "start" in params else end - DAY_SECONDS
+    if start >= end:
+        raise QueryError(f"start ({start:g}) must be before end ({end:g})", "start")
+    return start, end
+
+
+def parse_instant(text: str, name: str) -> float:
+    """Unix seconds, or ISO 8601 (UTC when no offset is given; write '+' as %2B or use Z)."""
+    try:
+        value = float(text)
+    except ValueError:
+        try:
+            moment = datetime.fromisoformat(text)
+        except ValueError:
+            raise QueryError(
+                f"{name}: {text!r} is neither Unix seconds nor an ISO 8601 time", name
+            ) from None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        value = moment.timestamp()
+    if not math.isfinite(value) or value < 0:
+        raise QueryError(f"{name}: {text!r} is not a time after 1970", name)
+    return value
+
+
+def parse_statuses(text: str | None) -> tuple[RecommendationStatus, ...]:
+    """``open,notified`` -> statuses; None -> open and notified; ``all`` -> every status."""
+    if text is None:
+        return DEFAULT_STATUSES
+    if text.strip() == "all":
+        return tuple(RecommendationStatus)
+    statuses = []
+    for word in filter(None, (part.strip() for part in text.split(","))):
+        try:
+            statuses.append(RecommendationStatus(word))
+        except ValueError:
+            known = ", ".join(s.value for s in RecommendationStatus)
+            raise QueryError(f"status: {word!r} is not one of {known}, all", "status") from None
+    if not statuses:
+        raise QueryError("status: empty", "status")
+    return tuple(statuses)
+
+
+def _metrics_endpoint(registry: CollectorRegistry) -> Handler:
+    async def metrics(request: Request) -> Response:
+        encoder, content_type = choose_encoder(request.headers.get("accept", ""))
+        body = await run_in_threadpool(encoder, registry)
+        return Response(body, headers={"Content-Type": content_type})
+
+    return metrics
+
+
+def _document_endpoints() -> tuple[Handler, Handler]:
+    document = openapi_document()
+    encoded, page = _ENCODER.encode(document), docs_page(document)
+
+    async def openapi(request: Request) -> Response:
+        return Response(encoded, media_type="application/json")
+
+    async def docs(request: Request) -> Response:
+        return HTMLResponse(page)
+
+    return openapi, docs
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    status = exc.status_code if isinstance(exc, HTTPException) else 500
+    detail = exc.detail if isinstance(exc, HTTPException) else "internal error"
+    return error_response(status, str(detail))
+
+
+class AccessLog:
+    """Logs method, path, status and duration of each request; never headers or queries.
+
+    A request answered 2xx or 3xx is logged at DEBUG (every agent posts every few seconds:
+    thousands of lines a minute in a large fleet); 4xx and 5xx at INFO."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = [500]
+
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            level = logging.DEBUG if status[0] < 400 else logging.INFO
+            if log.isEnabledFor(level):
+                elapsed_ms = (time.perf_counter() - started) * 1000
+                log.log(level, "%s %s %d %.1f ms", scope["method"], scope["path"], status[0],
+                        elapsed_ms)  # fmt: skip

@@ -1,0 +1,1 @@
+"""The optional InfluxDB sink."""

@@ -1,0 +1,1 @@
+"""How batches come in: decode and validate, the ingest queue, group commit."""

@@ -1,0 +1,323 @@
+"""Decoding and validating what agents POST to ``/v1/batches``.
+
+Pure functions over bytes and plain data. ``accept_body`` runs on the pipeline's ingest
+thread (the edge hands it the body as read); the HTTP edge (app.py) turns the
+``IngestError`` it raises into a status code and a JSON body naming the offending field.
+
+A batch with any bad sample is refused as a whole (422), not trimmed: the agent drops a
+refused batch and counts it, so "everything acknowledged was applied" stays true with no
+partial acknowledgements to reconcile. One node's bad batch is refused before it is stored
+or buffered, so it cannot touch another node's state.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import cast
+
+import msgspec
+
+try:  # zlib-ng inflates a batch ~2x faster than the system zlib, with the same API
+    from zlib_ng import zlib_ng as zlib
+except ImportError:  # pragma: no cover - a platform without a zlib-ng wheel
+    import zlib  # type: ignore[no-redef]
+
+from agent.model import SCHEMA_VERSION, Batch, GpuInfo, GpuSample, ProcessSample
+from collector.backend import IngestError, RejectReason
+from collector.config import CollectorSettings, IngestSettings
+from collector.ingest.screen import (
+    FINITE_FIELDS,
+    GPU_COUNT_FIELDS,
+    NON_NEGATIVE_FIELDS,
+    PROCESS_NON_NEGATIVE_FIELDS,
+    PROCESS_RATIO_FIELDS,
+    RATIO_FIELDS,
+    CheckedBatch,
+    batch_is_clean,
+)
+
+#: zlib's error class (zlib-ng's stub types it as an instance)
+_ZlibError = cast(type[Exception], zlib.error)
+
+#: validation stops collecting problems after this many (the batch is refused anyway)
+MAX_REJECTIONS = 20
+
+_PATH = re.compile(r" - at `(\$[^`]*)`")
+
+
+class _Versioned(msgspec.Struct):
+    schema_version: int
+
+
+_BATCH_DECODER = msgspec.json.Decoder(Batch)
+_CHECKED_DECODER = msgspec.json.Decoder(CheckedBatch)
+_VERSION_DECODER = msgspec.json.Decoder(_Versioned)
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """One problem in a batch: the field as a JSON path, its value, the GPU it belongs to."""
+
+    reason: RejectReason
+    field: str
+    message: str
+    gpu_uuid: str | None = None
+
+
+def decode_batch(body: bytes, content_encoding: str | None, max_body_bytes: int) -> Batch:
+    """Decompress (gzip or identity) and decode a batch; IngestError names what is wrong."""
+    return parse_batch(decompress(body, content_encoding, max_body_bytes))
+
+
+def decompress(body: bytes, content_encoding: str | None, max_bytes: int) -> bytes:
+    """The body without its content coding, refused (413) past ``max_bytes`` decompressed.
+
+    Decompression stops one byte past the limit, so a gzip bomb costs at most
+    ``max_bytes`` of memory.
+    """
+    coding = (content_encoding or "identity").strip().lower()
+    if coding in ("gzip", "x-gzip"):
+        data = _gunzip(body, max_bytes)
+    elif coding == "identity":
+        data = body
+    else:
+        raise IngestError(
+            415,
+            f"Content-Encoding {coding!r} is not supported (use gzip or identity)",
+            reason=RejectReason.UNSUPPORTED_MEDIA_TYPE,
+        )
+    if len(data) > max_bytes:
+        raise _too_large(max_bytes)
+    return data
+
+
+def _gunzip(body: bytes, max_bytes: int) -> bytes:
+    try:
+        inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+        data = inflater.decompress(body, max_bytes + 1)
+        if inflater.eof and not inflater.unused_data and len(data) <= max_bytes:
+            return data  # the usual body: one gzip member, returned without a copy
+    except _ZlibError as err:
+        raise IngestError(422, f"gzip body is corrupt: {err}") from err
+    out = bytearray()
+    rest = body
+    try:
+        while rest:  # one gzip member per round; concatenated members are valid gzip
+            inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+            out += inflater.decompress(rest, max_bytes + 1 - len(out))
+            if len(out) > max_bytes or inflater.unconsumed_tail:
+                raise _too_large(max_bytes)
+            if not inflater.eof:
+                raise IngestError(422, "gzip body is truncated")
+            rest = inflater.unused_data
+    except _ZlibError as err:
+        raise IngestError(422, f"gzip body is corrupt: {err}") from err
+    return bytes(out)
+
+
+def _too_large(max_bytes: int) -> IngestError:
+    return IngestError(
+        413,
+        f"batch is larger than {max_bytes} bytes (decompressed); send smaller batches",
+        reason=RejectReason.TOO_LARGE,
+    )
+
+
+def parse_batch(data: bytes) -> Batch:
+    """Decode JSON into a Batch; an unknown schema version is named before any field.
+
+    The body is decoded once, straight into a ``CheckedBatch`` (msgspec checks the value
+    ranges as it parses; ingest_screen). When that fails it is decoded again as a plain
+    Batch: a value out of range then decodes, and ``validate_batch`` names every bad value
+    with its GPU. Only when that fails too is the ``schema_version`` probed, so a newer
+    agent's batch (whose fields may have changed shape) gets the clear "unsupported
+    schema_version" answer, not a field error.
+    """
+    try:
+        batch = _CHECKED_DECODER.decode(data)
+    except msgspec.ValidationError:
+        batch = _parse_plain(data)
+    except msgspec.DecodeError as err:
+        raise IngestError(422, f"body is not valid JSON: {err}") from err
+    if batch.schema_version != SCHEMA_VERSION:
+        raise _schema_error(batch.schema_version)
+    return batch
+
+
+def _parse_plain(data: bytes) -> Batch:
+    try:
+        return _BATCH_DECODER.decode(data)
+    except msgspec.ValidationError as err:
+        _check_schema_version(data)
+        raise _decode_error(err) from err
+    except msgspec.DecodeError as err:  # past the point where the checked decode stopped
+        raise IngestError(422, f"body is not valid JSON: {err}") from err
+
+
+def _check_schema_version(data: bytes) -> None:
+    """Raise the schema error for a foreign version, or the error reading the version."""
+    try:
+        version = _VERSION_DECODER.decode(data).schema_version
+    except msgspec.ValidationError as err:
+        raise _decode_error(err) from err
+    if version != SCHEMA_VERSION:
+        raise _schema_error(version)
+
+
+def _decode_error(err: msgspec.ValidationError) -> IngestError:
+    match = _PATH.search(str(err))
+    return IngestError(422, str(err), match.group(1) if match else None)
+
+
+def _schema_error(version: int) -> IngestError:
+    return IngestError(
+        422,
+        f"schema_version {version} is not supported; this collector speaks {SCHEMA_VERSION}",
+        "$.schema_version",
+        RejectReason.SCHEMA_VERSION,
+    )
+
+
+def validate_batch(batch: Batch, now: float, settings: IngestSettings) -> list[Rejection]:
+    """Every problem in a decoded batch (at most MAX_REJECTIONS); empty when it is fine.
+
+    ``now`` is the collector's clock. Checks: schema version; identity fields; finite,
+    non-negative power, energy, clocks and counters; activities in [0, 1]; timestamps
+    within the configured tolerances; every sample's GPU listed in ``batch.gpus``.
+    """
+    if batch_is_clean(batch, now, settings):
+        return []
+    problems: list[Rejection] = []
+    for problem in _batch_problems(batch, now, settings):
+        problems.append(problem)
+        if len(problems) >= MAX_REJECTIONS:
+            break
+    return problems
+
+
+def accept_body(
+    body: bytes, content_encoding: str | None, now: float, settings: CollectorSettings
+) -> Batch:
+    """All that ``POST /v1/batches`` checks of a body, in order: decompress (413 past
+    ``server.max_body_bytes``), decode (422), validate against ``ingest`` at ``now`` (422
+    naming the first problem). A refused batch that decoded names its sample count in the
+    IngestError's ``samples``."""
+    batch = decode_batch(body, content_encoding, settings.server.max_body_bytes)
+    problems = validate_batch(batch, now, settings.ingest)
+    if problems:
+        err = rejection_error(problems)
+        err.samples = len(batch.samples)
+        raise err
+    return batch
+
+
+def rejection_error(problems: list[Rejection]) -> IngestError:
+    """The IngestError (422) for a non-empty list of problems: the first one, and a count."""
+    first = problems[0]
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return IngestError(422, first.message + more, first.field, first.reason)
+
+
+def _batch_problems(batch: Batch, now: float, settings: IngestSettings) -> Iterator[Rejection]:
+    if batch.schema_version != SCHEMA_VERSION:
+        err = _schema_error(batch.schema_version)
+        yield Rejection(RejectReason.SCHEMA_VERSION, "$.schema_version", err.message)
+    for name in ("node", "agent_boot_id"):
+        if not getattr(batch, name):
+            yield _invalid(f"$.{name}", "", None, "must not be empty")
+    if batch.seq < 0:
+        yield _invalid("$.seq", batch.seq, None, "must be >= 0")
+    if not math.isfinite(batch.sent_at):
+        yield _invalid("$.sent_at", batch.sent_at, None, "must be a finite number")
+    known: set[str] = set()
+    for i, info in enumerate(batch.gpus):
+        yield from _gpu_problems(f"$.gpus[{i}]", info, known)
+        known.add(info.uuid)
+    for i, sample in enumerate(batch.samples):
+        yield from _sample_problems(f"$.samples[{i}]", sample, known, now, settings)
+
+
+def _gpu_problems(path: str, info: GpuInfo, seen: set[str]) -> Iterator[Rejection]:
+    if not info.uuid:
+        yield _invalid(f"{path}.uuid", "", None, "must not be empty")
+    elif info.uuid in seen:
+        yield _invalid(f"{path}.uuid", info.uuid, info.uuid, "is listed twice")
+    for name in GPU_COUNT_FIELDS:
+        yield from _non_negative(path, name, getattr(info, name), info.uuid)
+
+
+def _sample_problems(
+    path: str, sample: GpuSample, known: set[str], now: float, settings: IngestSettings
+) -> Iterator[Rejection]:
+    uuid = sample.gpu_uuid
+    if uuid not in known:
+        yield Rejection(
+            RejectReason.UNKNOWN_GPU,
+            f"{path}.gpu_uuid",
+            f"{path}.gpu_uuid: unknown GPU {uuid!r} (not listed in $.gpus)",
+            uuid,
+        )
+    yield from _timestamp_problems(path, sample, now, settings)
+    for name in RATIO_FIELDS:
+        yield from _ratio(path, name, getattr(sample, name), uuid)
+    for name in NON_NEGATIVE_FIELDS:
+        yield from _non_negative(path, name, getattr(sample, name), uuid)
+    for name in FINITE_FIELDS:
+        value = getattr(sample, name)
+        if value is not None and not math.isfinite(value):
+            yield _invalid(f"{path}.{name}", value, uuid, "must be a finite number")
+    for j, process in enumerate(sample.processes):
+        yield from _process_problems(f"{path}.processes[{j}]", process, uuid)
+
+
+def _timestamp_problems(
+    path: str, sample: GpuSample, now: float, settings: IngestSettings
+) -> Iterator[Rejection]:
+    field, value, uuid = f"{path}.timestamp", sample.timestamp, sample.gpu_uuid
+    if not math.isfinite(value):
+        yield _invalid(field, value, uuid, "must be a finite number")
+    elif value > now + settings.future_tolerance_seconds:
+        yield Rejection(
+            RejectReason.FUTURE_TIMESTAMP,
+            field,
+            f"{field} = {value!r} (GPU {uuid}) is {value - now:.0f} s ahead of the collector's "
+            f"clock (tolerance {settings.future_tolerance_seconds:g} s); check the node's clock",
+            uuid,
+        )
+    elif value < now - settings.past_tolerance_seconds:
+        yield Rejection(
+            RejectReason.PAST_TIMESTAMP,
+            field,
+            f"{field} = {value!r} (GPU {uuid}) is {now - value:.0f} s old "
+            f"(tolerance {settings.past_tolerance_seconds:g} s)",
+            uuid,
+        )
+
+
+def _process_problems(path: str, process: ProcessSample, uuid: str) -> Iterator[Rejection]:
+    for name in PROCESS_NON_NEGATIVE_FIELDS:
+        yield from _non_negative(path, name, getattr(process, name), uuid)
+    for name in PROCESS_RATIO_FIELDS:
+        yield from _ratio(path, name, getattr(process, name), uuid)
+
+
+def _ratio(path: str, name: str, value: float | None, uuid: str) -> Iterator[Rejection]:
+    if value is not None and not 0.0 <= value <= 1.0:  # NaN fails both comparisons
+        yield _invalid(f"{path}.{name}", value, uuid, "must be between 0 and 1")
+
+
+def _non_negative(
+    path: str, name: str, value: float | None, uuid: str | None
+) -> Iterator[Rejection]:
+    if value is not None and not 0 <= value < math.inf:  # NaN fails both comparisons
+        yield _invalid(f"{path}.{name}", value, uuid, "must be a finite number >= 0")
+
+
+def _invalid(field: str, value: object, uuid: str | None, rule: str) -> Rejection:
+    gpu = f" (GPU {uuid})" if uuid else ""
+    return Rejection(
+        RejectReason.INVALID_VALUE, field, f"{field} = {value!r}{gpu}: {rule}", gpu_uuid=uuid
+    )

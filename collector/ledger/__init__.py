@@ -1,0 +1,1 @@
+"""The collector's durable state behind one interface (SQLite)."""

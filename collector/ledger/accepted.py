@@ -1,0 +1,150 @@
+"""The ledger's intake: acknowledging batches (``AckBook``) and keeping them until applied
+(``IntakeLog``), and what each ledger commit writes of both.
+
+An ack costs no SQL: the book says whether a (node, boot, seq) was seen, the log makes the
+batch durable. Each commit then writes, in the commit's transaction, the ack ranges changed
+since the one before and the ids of the batches it applied (``intake_done``); after it, the
+log deletes segments with nothing left pending. Opening reads back what the last process left:
+the acks in ``ack_ranges`` and in the log, and as pending every batch in the log that
+``intake_done`` does not name.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+from collector.ledger.ack_book import AckBook, Stream, load_rows, save_streams
+from collector.ledger.batch_log import BatchRecord, IntakeError, IntakeLog
+from collector.ledger.records import LedgerError, batch_json
+
+
+class Saved(NamedTuple):
+    """What one commit wrote of the intake (given back if the commit fails)."""
+
+    streams: dict[Stream, list[tuple[int, int, float]]]
+    forgotten: list[int]
+
+
+class Intake:
+    """The log and the book behind one lock, for one ``Ledger``."""
+
+    def __init__(self, log: IntakeLog, book: AckBook) -> None:
+        self.log, self.book = log, book
+        self._lock = threading.Lock()
+        #: segments deleted since the last commit: their ``intake_done`` rows go with it
+        self._forgotten: list[int] = []
+
+    @classmethod
+    def open(cls, conn: sqlite3.Connection, directory: Path | None, *, sync: bool) -> Intake:
+        """Open the log in ``directory`` (None: memory) in ``conn``'s write transaction."""
+        try:
+            log = IntakeLog(directory, sync=sync)
+        except (IntakeError, OSError) as err:
+            raise LedgerError(f"ledger: {err}") from err
+        try:
+            return cls._resume(conn, log)
+        except BaseException:
+            log.close()
+            raise
+
+    @classmethod
+    def _resume(cls, conn: sqlite3.Connection, log: IntakeLog) -> Intake:
+        # the bodies found at open are not kept: ``pending`` reads them back when wanted
+        found, log.found = log.found, []
+        book = AckBook(load_rows(conn))
+        for record in found:
+            e = record.entry
+            if e.node and not book.holds(e.node, e.boot_id, e.seq):
+                book.add(e.node, e.boot_id, e.seq, e.received_at)
+        intake = cls(log, book)
+        intake._adopt_legacy_rows(conn)
+        done = {int(r[0]) for r in conn.execute("SELECT batch_id FROM intake_done")}
+        log.mark_done([r.batch_id for r in found if r.batch_id in done])
+        kept = log.segments()
+        conn.execute(
+            f"DELETE FROM intake_done WHERE batch_id >> 32 NOT IN ({','.join('?' * len(kept))})",
+            kept,
+        )
+        return intake
+
+    def _adopt_legacy_rows(self, conn: sqlite3.Connection) -> None:
+        """Move the ``pending_batches`` rows of a ledger from before the intake log (schema
+        3) into it. Their acks are in ``ack_ranges`` already. A crash before this
+        transaction commits adopts them again: a batch replayed twice is harmless (the
+        second copy's samples have the timestamps of the first and are dropped)."""
+        rows = conn.execute(
+            "SELECT received_at, sample_count, body FROM pending_batches ORDER BY id"
+        ).fetchall()
+        if rows:
+            self._append([BatchRecord("", "", -1, at, bytes(b), n) for at, n, b in rows])
+            conn.execute("DELETE FROM pending_batches")
+
+    def record(self, entries: Sequence[BatchRecord]) -> list[int | None]:
+        """Acknowledge each entry: its batch id, or None for a (node, boot, seq) seen
+        before (in ``entries`` too). All are durable on return, or none is acknowledged."""
+        with self._lock:
+            out: list[int | None] = []
+            fresh: list[BatchRecord] = []
+            seen: set[tuple[str, str, int]] = set()
+            for e in entries:
+                key = (e.node, e.boot_id, e.seq)
+                if key in seen or self.book.holds(*key):
+                    out.append(None)
+                else:
+                    seen.add(key)
+                    fresh.append(e)
+                    out.append(0)
+            ids = iter(self._append(fresh))
+            for e in fresh:
+                self.book.add(e.node, e.boot_id, e.seq, e.received_at)
+            return [None if slot is None else next(ids) for slot in out]
+
+    def _append(self, entries: list[BatchRecord]) -> list[int]:
+        if not entries:
+            return []
+        try:
+            return self.log.append(entries)
+        except IntakeError as err:
+            raise LedgerError(f"ledger: {err}") from err
+
+    def pending(self) -> list[tuple[int, bytes]]:
+        with self._lock:
+            return [(r.batch_id, batch_json(r.entry.body)) for r in self.log.pending()]
+
+    def save(self, conn: sqlite3.Connection, batches_done: Sequence[int]) -> Saved:
+        """Write the acks changed since the last commit and ``batches_done`` in ``conn``'s
+        transaction. Pass the token it returns to ``committed`` or ``failed``."""
+        with self._lock:
+            streams = self.book.take_dirty()
+            forgotten, self._forgotten = self._forgotten, []
+        save_streams(conn, streams)
+        if self.log.directory is not None:  # a memory log is never read back
+            conn.executemany("INSERT OR IGNORE INTO intake_done VALUES (?)",
+                             [(i,) for i in batches_done])  # fmt: skip
+            conn.executemany(
+                "DELETE FROM intake_done WHERE batch_id >= ? AND batch_id < ?",
+                [(n << 32, (n + 1) << 32) for n in forgotten],
+            )
+        return Saved(streams, forgotten)
+
+    def committed(self, batches_done: Sequence[int]) -> None:
+        with self._lock:
+            self._forgotten.extend(self.log.mark_done(batches_done))
+
+    def failed(self, saved: Saved) -> None:
+        """The commit that ``save`` wrote into was rolled back: write it all next time."""
+        with self._lock:
+            self.book.restore_dirty(saved.streams)
+            self._forgotten.extend(saved.forgotten)
+
+    def prune(self, cutoff: float) -> None:
+        with self._lock:
+            self.book.prune(cutoff)
+
+    def close(self) -> None:
+        with self._lock:
+            self.log.close()

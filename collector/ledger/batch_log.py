@@ -1,0 +1,277 @@
+"""The intake log: each acknowledged batch, as the agent sent it, until its samples are applied.
+
+Appending a batch here is what makes it durable before the collector answers 2xx. A batch
+used to be a row of the SQLite ledger, in a transaction of its own: ~130 us of CPU per batch
+before any fsync (three statements, and a commit that writes four WAL pages and the shared
+index), ~350 us with ``synchronous=FULL``. One ``write`` here costs ~4 us, and the
+``fdatasync`` of FULL ~80-150 us on this project's test machine (bench/README.md).
+
+A directory of segment files (``0000000001.seg``, ...), each a run of records::
+
+    header  <4sIIQ: magic b"GFB1", payload length, CRC-32 of (batch id, payload), batch id
+    payload <qdIHH: seq, received_at, sample_count, len(node), len(boot_id); node; boot_id; body
+
+A batch id is ``segment << 32 | n``. One process writes a segment, from its start; after a
+restart it begins a new one. Reading a segment stops at the first record that does not check
+out: a write torn by a crash, or the zeroed tail. With ``sync`` (``ledger.synchronous=FULL``)
+a segment is zero-filled when created, so each append overwrites blocks the file already
+has and its ``fdatasync`` journals no metadata; without, appends go to the page cache,
+which survives ``kill -9`` but not a power loss (as SQLite's NORMAL).
+
+A segment is deleted once every batch in it is applied and committed (``mark_done``). Which
+batches are done is the ledger's to keep (``intake_done``, in the commit that applied them),
+so a crash anywhere replays exactly the batches not yet applied.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import struct
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
+
+from gpufleet.durable import fsync_directory
+
+MAGIC = b"GFB1"
+_HEADER = struct.Struct("<4sIIQ")
+_META = struct.Struct("<qdIHH")
+_ID = struct.Struct("<Q")
+#: a segment's size when zero-filled; one that fills up is sealed and a new one begun
+SEGMENT_BYTES = 8 * 1024 * 1024
+_ZEROS = bytes(1024 * 1024)
+
+
+class IntakeError(Exception):
+    """The intake log cannot be opened, locked or written; the message says why."""
+
+
+class BatchRecord(NamedTuple):
+    """One batch to acknowledge: its identity, arrival time, body (the JSON, gzip-compressed
+    or not) and sample count."""
+
+    node: str
+    boot_id: str
+    seq: int
+    received_at: float
+    body: bytes
+    sample_count: int
+
+
+class IntakeRecord(NamedTuple):
+    batch_id: int
+    entry: BatchRecord
+
+
+@dataclass
+class _Segment:
+    number: int
+    #: ids in this segment not yet marked done
+    pending: set[int] = field(default_factory=set)
+
+
+class IntakeLog:
+    """The intake log in ``directory`` (created if missing), locked for this process; None
+    keeps it in memory (a ``:memory:`` ledger). ``found`` holds every record present at
+    open, in order, for the opener to take (``Intake`` empties it)."""
+
+    def __init__(
+        self, directory: Path | None, *, sync: bool, segment_bytes: int = SEGMENT_BYTES
+    ) -> None:
+        self.directory, self.sync, self.segment_bytes = directory, sync, segment_bytes
+        self._segments: dict[int, _Segment] = {}
+        self._memory: dict[int, BatchRecord] = {}
+        self._current: _Segment | None = None
+        self._fd = self._lock_fd = -1
+        self._offset = self._count = self._last_number = 0
+        self.found: list[IntakeRecord] = []
+        if directory is not None:
+            self._lock(directory)
+            try:
+                self.found = self._scan(directory)
+            except BaseException:
+                self.close()  # release the lock: a later open in this process may succeed
+                raise
+
+    def append(self, entries: Sequence[BatchRecord]) -> list[int]:
+        """Write ``entries``; their batch ids, once durable (synced with ``sync``)."""
+        if self.directory is None:
+            ids = [self._next_id(1) for _ in entries]
+            self._memory.update(zip(ids, entries, strict=True))
+            return ids
+        frames, ids = [], []
+        for entry in entries:
+            if self._current is None:
+                self._begin_segment()
+            bid = self._next_id(self._last_number)
+            frames.append(_frame(bid, entry))
+            ids.append(bid)
+        data = b"".join(frames)
+        if self._offset and self._offset + len(data) > self.segment_bytes:
+            self._begin_segment()  # ids name their segment: number them again
+            return self.append(entries)
+        assert self._current is not None
+        try:
+            _write_all(self._fd, data, self._offset)
+            if self.sync:
+                os.fdatasync(self._fd)
+        except OSError as err:
+            self._seal()  # what this write left in the segment is never appended to
+            raise IntakeError(f"intake log: cannot write to {self.directory}: {err}") from err
+        self._offset += len(data)
+        self._current.pending.update(ids)
+        return ids
+
+    def mark_done(self, batch_ids: Sequence[int]) -> list[int]:
+        """Forget applied batches; deletes each sealed segment left with none pending and
+        returns the numbers of the segments deleted."""
+        if self.directory is None:
+            for bid in batch_ids:
+                self._memory.pop(bid, None)
+            return []
+        for bid in batch_ids:
+            segment = self._segments.get(bid >> 32)
+            if segment is not None:
+                segment.pending.discard(bid)
+        empty = [s for s in self._segments.values() if not s.pending and s is not self._current]
+        for segment in empty:
+            self._delete(segment)
+        return [s.number for s in empty]
+
+    def pending(self) -> list[IntakeRecord]:
+        """Every batch not marked done, in order (read back from the segments)."""
+        if self.directory is None:
+            return [IntakeRecord(bid, e) for bid, e in sorted(self._memory.items())]
+        out: list[IntakeRecord] = []
+        for number in sorted(self._segments):
+            pending = self._segments[number].pending
+            if pending:
+                data = _path(self.directory, number).read_bytes()
+                out.extend(r for r in _parse(data, number) if r.batch_id in pending)
+        return out
+
+    def segments(self) -> list[int]:
+        return sorted(self._segments)
+
+    def close(self) -> None:
+        for fd in (self._fd, self._lock_fd):
+            if fd >= 0:
+                os.close(fd)
+        self._fd = self._lock_fd = -1
+        self._current = None
+
+    # -- segments -------------------------------------------------------------------------
+
+    def _next_id(self, segment: int) -> int:
+        self._count += 1
+        return segment << 32 | self._count
+
+    def _lock(self, directory: Path) -> None:
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            self._lock_fd = os.open(directory / "LOCK", os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as err:
+            raise IntakeError(f"intake log: cannot open {directory}: {err}") from err
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as err:
+            os.close(self._lock_fd)
+            self._lock_fd = -1
+            raise IntakeError(
+                f"intake log {directory} is in use by another collector process: one "
+                f"collector per ledger"
+            ) from err
+
+    def _scan(self, directory: Path) -> list[IntakeRecord]:
+        """Read every segment; those holding no record are deleted."""
+        found: list[IntakeRecord] = []
+        numbers = sorted(
+            int(p.stem) for p in directory.glob("*.seg") if p.stem.isdigit() and p.is_file()
+        )
+        for number in numbers:
+            records = _parse(_path(directory, number).read_bytes(), number)
+            segment = _Segment(number, {r.batch_id for r in records})
+            self._segments[number] = segment
+            found.extend(records)
+            if not records:
+                self._delete(segment)
+        self._last_number = numbers[-1] if numbers else 0
+        return found
+
+    def _begin_segment(self) -> None:
+        self._seal()
+        assert self.directory is not None
+        number = self._last_number = self._last_number + 1  # a failed one is skipped
+        path = _path(self.directory, number)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+            if self.sync:  # zero-filled, and its name durable, before the first ack in it
+                for offset in range(0, self.segment_bytes, len(_ZEROS)):
+                    _write_all(fd, _ZEROS, offset)
+                os.fsync(fd)
+                fsync_directory(self.directory)
+        except OSError as err:
+            raise IntakeError(f"intake log: cannot create {path}: {err}") from err
+        self._fd, self._offset, self._count = fd, 0, 0
+        self._current = self._segments[number] = _Segment(number)
+
+    def _seal(self) -> None:
+        """Stop appending to the current segment (deleted now if nothing in it is pending)."""
+        current, self._current = self._current, None
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        if current is not None and not current.pending:
+            self._delete(current)
+
+    def _delete(self, segment: _Segment) -> None:
+        assert self.directory is not None
+        self._segments.pop(segment.number, None)
+        _path(self.directory, segment.number).unlink(missing_ok=True)
+
+
+def _path(directory: Path, number: int) -> Path:
+    return directory / f"{number:010d}.seg"
+
+
+def _frame(batch_id: int, e: BatchRecord) -> bytes:
+    node, boot = e.node.encode(), e.boot_id.encode()
+    meta = _META.pack(e.seq, e.received_at, e.sample_count, len(node), len(boot))
+    payload = b"".join((meta, node, boot, e.body))
+    crc = zlib.crc32(payload, zlib.crc32(_ID.pack(batch_id)))
+    return _HEADER.pack(MAGIC, len(payload), crc, batch_id) + payload
+
+
+def _parse(data: bytes, number: int) -> list[IntakeRecord]:
+    """The records of segment ``number``, up to the first that does not check out."""
+    out: list[IntakeRecord] = []
+    pos, view = 0, memoryview(data)
+    while pos + _HEADER.size <= len(data):
+        magic, length, crc, bid = _HEADER.unpack_from(data, pos)
+        start, end = pos + _HEADER.size, pos + _HEADER.size + length
+        if magic != MAGIC or bid >> 32 != number or end > len(data) or length < _META.size:
+            break
+        payload = view[start:end]
+        if zlib.crc32(payload, zlib.crc32(_ID.pack(bid))) != crc:
+            break
+        seq, at, count, node_len, boot_len = _META.unpack_from(payload)
+        node_end = _META.size + node_len
+        boot_end = node_end + boot_len
+        entry = BatchRecord(
+            bytes(payload[_META.size : node_end]).decode(),
+            bytes(payload[node_end:boot_end]).decode(),
+            seq, at, bytes(payload[boot_end:]), count,
+        )  # fmt: skip
+        out.append(IntakeRecord(bid, entry))
+        pos = end
+    return out
+
+
+def _write_all(fd: int, data: bytes, offset: int) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, offset)
+        view, offset = view[written:], offset + written

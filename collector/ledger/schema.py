@@ -1,0 +1,197 @@
+"""The ledger's SQLite schema as ordered migrations, and the connection settings.
+
+``MIGRATIONS[i]`` takes the schema from version ``i`` to ``i + 1``. Each runs in its own
+transaction together with the ``schema_version`` update, so a crash leaves the database at
+one version or the next, never between. Never edit a shipped migration: append one.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from collector.ledger.records import LedgerError
+
+USAGE_COLUMNS = (
+    "active_seconds",
+    "idle_seconds",
+    "allocated_idle_seconds",
+    "unknown_seconds",
+    "energy_joules",
+    "estimated_energy_joules",
+    "idle_energy_joules",
+    "idle_cost",
+    "cost",
+    "carbon_grams",
+)
+
+_USAGE_SQL = ",\n".join(f"  {name} REAL NOT NULL DEFAULT 0" for name in USAGE_COLUMNS)
+
+_V1 = f"""
+CREATE TABLE gpus (
+  uuid TEXT PRIMARY KEY, node TEXT NOT NULL, model TEXT NOT NULL, name TEXT NOT NULL,
+  gpu_index INTEGER NOT NULL, info_json BLOB NOT NULL, mig_parent_uuid TEXT, mig_profile TEXT,
+  first_seen REAL NOT NULL, last_seen REAL NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE workloads (
+  key TEXT PRIMARY KEY, kind TEXT NOT NULL, name TEXT NOT NULL, namespace TEXT NOT NULL,
+  team TEXT NOT NULL, user TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE gpu_usage_hourly (
+  hour_start REAL NOT NULL, gpu_uuid TEXT NOT NULL REFERENCES gpus(uuid),
+{_USAGE_SQL},
+  PRIMARY KEY (hour_start, gpu_uuid)
+) WITHOUT ROWID;
+CREATE TABLE workload_usage_hourly (
+  hour_start REAL NOT NULL, workload_key TEXT NOT NULL REFERENCES workloads(key),
+{_USAGE_SQL},
+  PRIMARY KEY (hour_start, workload_key)
+) WITHOUT ROWID;
+CREATE TABLE gpu_usage_total (
+  gpu_uuid TEXT PRIMARY KEY REFERENCES gpus(uuid),
+{_USAGE_SQL}
+) WITHOUT ROWID;
+CREATE TABLE workload_usage_total (
+  workload_key TEXT PRIMARY KEY REFERENCES workloads(key),
+{_USAGE_SQL}
+) WITHOUT ROWID;
+CREATE TABLE idle_episodes (
+  gpu_uuid TEXT NOT NULL REFERENCES gpus(uuid), node TEXT NOT NULL,
+  start_time REAL NOT NULL, end_time REAL NOT NULL, workload_key TEXT,
+  PRIMARY KEY (gpu_uuid, start_time)
+) WITHOUT ROWID;
+CREATE INDEX idle_episodes_by_end ON idle_episodes (end_time);
+CREATE TABLE cursors (
+  gpu_uuid TEXT PRIMARY KEY REFERENCES gpus(uuid), applied_until REAL NOT NULL,
+  last_sample BLOB NOT NULL, open_episode_start REAL, open_episode_workload TEXT
+) WITHOUT ROWID;
+CREATE TABLE acks (
+  node TEXT NOT NULL, boot_id TEXT NOT NULL, seq INTEGER NOT NULL, received_at REAL NOT NULL,
+  PRIMARY KEY (node, boot_id, seq)
+) WITHOUT ROWID;
+CREATE INDEX acks_by_received ON acks (received_at);
+CREATE TABLE pending_batches (
+  id INTEGER PRIMARY KEY AUTOINCREMENT, received_at REAL NOT NULL,
+  sample_count INTEGER NOT NULL, body BLOB NOT NULL
+);
+CREATE TABLE workload_stats (
+  workload_key TEXT PRIMARY KEY REFERENCES workloads(key),
+  observed_seconds REAL NOT NULL, memory_peak_bytes INTEGER NOT NULL,
+  sm_activity_peak REAL NOT NULL, gpu_model TEXT NOT NULL, gpu_count INTEGER NOT NULL,
+  last_seen REAL NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE workload_histograms (
+  workload_key TEXT NOT NULL REFERENCES workloads(key), metric TEXT NOT NULL,
+  bucket INTEGER NOT NULL, seconds REAL NOT NULL,
+  PRIMARY KEY (workload_key, metric, bucket)
+) WITHOUT ROWID;
+CREATE TABLE recommendations (
+  id TEXT PRIMARY KEY, kind TEXT NOT NULL, subject TEXT NOT NULL, status TEXT NOT NULL,
+  opened_at REAL NOT NULL, updated_at REAL NOT NULL, resolved_at REAL,
+  money_per_month REAL NOT NULL, dismissed_by TEXT NOT NULL DEFAULT '', body BLOB NOT NULL
+);
+CREATE INDEX recommendations_by_status ON recommendations (status);
+"""
+
+#: notifications (collector/notify/outbox.py) and auto-release decisions (collector/actions/log.py)
+_V2 = """
+CREATE TABLE notify_outbox (
+  id INTEGER PRIMARY KEY AUTOINCREMENT, channel TEXT NOT NULL, event_key TEXT NOT NULL,
+  created_at REAL NOT NULL, body BLOB NOT NULL, state TEXT NOT NULL DEFAULT 'pending',
+  attempts INTEGER NOT NULL DEFAULT 0, next_attempt_at REAL NOT NULL,
+  message_id TEXT, sent_at REAL,
+  UNIQUE (channel, event_key)
+);
+CREATE INDEX notify_outbox_due ON notify_outbox (state, channel, next_attempt_at);
+CREATE INDEX notify_outbox_sent ON notify_outbox (channel, sent_at);
+CREATE TABLE notify_state (
+  subject TEXT PRIMARY KEY, status TEXT NOT NULL, fingerprint TEXT NOT NULL,
+  notified_at REAL NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE action_log (
+  id INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL, workload_key TEXT NOT NULL,
+  episode_start REAL NOT NULL, stage TEXT NOT NULL, decision TEXT NOT NULL,
+  mode TEXT NOT NULL, dry_run INTEGER NOT NULL, detail TEXT NOT NULL,
+  UNIQUE (workload_key, episode_start, stage)
+);
+CREATE TABLE action_workloads (
+  workload_key TEXT PRIMARY KEY, first_seen REAL NOT NULL, last_seen REAL NOT NULL
+) WITHOUT ROWID;
+"""
+
+#: acknowledged batches as ranges of consecutive seqs per (node, boot): one row per agent
+#: boot instead of one per batch (a 1,000-GPU fleet acks ~2 million batches a day)
+_V3 = """
+CREATE TABLE ack_ranges (
+  node TEXT NOT NULL, boot_id TEXT NOT NULL, first_seq INTEGER NOT NULL,
+  last_seq INTEGER NOT NULL, received_at REAL NOT NULL,
+  PRIMARY KEY (node, boot_id, first_seq)
+) WITHOUT ROWID;
+INSERT INTO ack_ranges
+  SELECT node, boot_id, MIN(seq), MAX(seq), MAX(received_at) FROM (
+    SELECT node, boot_id, seq, received_at,
+           seq - ROW_NUMBER() OVER (PARTITION BY node, boot_id ORDER BY seq) AS run
+    FROM acks)
+  GROUP BY node, boot_id, run;
+DROP TABLE acks;
+"""
+
+#: acknowledged batches live in the intake log (collector/ledger/batch_log.py) until applied; this
+#: names those applied, in the commit that applied them. ``pending_batches`` is only read
+#: once, to move a schema-3 ledger's rows into the log (collector/ledger/accepted.py).
+_V4 = """
+CREATE TABLE intake_done (batch_id INTEGER PRIMARY KEY) WITHOUT ROWID;
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4)
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+    row = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
+    return int(row[0]) if row[0] is not None else 0
+
+
+def migrate(conn: sqlite3.Connection, migrations: tuple[str, ...] = MIGRATIONS) -> int:
+    """Bring the schema up to ``len(migrations)``; returns the version now in force.
+
+    Raises LedgerError when the database is newer than this code (never downgrades).
+    ``conn`` must be in autocommit mode (``isolation_level=None``).
+    """
+    current = schema_version(conn)
+    if current > len(migrations):
+        raise LedgerError(
+            f"ledger schema version {current} is newer than this gpufleet understands "
+            f"(up to {len(migrations)}); run a newer gpufleet or point ledger.url elsewhere"
+        )
+    for version in range(current + 1, len(migrations) + 1):
+        script = migrations[version - 1]
+        try:
+            conn.executescript(
+                f"BEGIN IMMEDIATE;\n{script}\n;"
+                f"DELETE FROM schema_version; INSERT INTO schema_version VALUES ({version});"
+                "\nCOMMIT;"
+            )
+        except sqlite3.Error as err:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise LedgerError(f"ledger migration to version {version} failed: {err}") from err
+    return len(migrations)
+
+
+def configure(conn: sqlite3.Connection, *, synchronous: str) -> None:
+    """Per-connection settings: WAL (files only), durability, foreign keys, busy timeout.
+
+    WAL lets API reads run while the writer commits. ``synchronous=FULL`` fsyncs the WAL
+    on every commit, so an acknowledged batch survives a power loss too; ``NORMAL`` is
+    still safe against ``kill -9`` (the WAL is in the OS page cache) but a power loss may
+    drop the last commits.
+    """
+    if synchronous not in ("FULL", "NORMAL"):
+        raise LedgerError(f"ledger synchronous: must be FULL or NORMAL, got {synchronous!r}")
+    conn.execute("PRAGMA busy_timeout = 10000")
+    mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+    if mode not in ("wal", "memory"):
+        raise LedgerError(f"ledger: could not switch to WAL journal mode (got {mode!r})")
+    conn.execute(f"PRAGMA synchronous = {synchronous}")
+    conn.execute("PRAGMA foreign_keys = ON")
+    conn.execute("PRAGMA cache_size = -65536")  # 64 MiB: the hot hourly rows stay cached

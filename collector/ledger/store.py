@@ -1,0 +1,327 @@
+"""The collector's durable state: SQLite in WAL mode (PostgreSQL is not implemented yet),
+and beside it the intake log of acknowledged batches (collector/ledger/batch_log.py).
+
+Why nothing is lost or counted twice across ``kill -9``: ``record_batches`` appends the
+batches to the intake log (fdatasynced with ``synchronous=FULL``) before the HTTP layer
+answers 2xx; ``commit`` adds the rollup deltas, moves the GPUs' cursors, and records the
+acks and which batches are now applied, in one transaction. After a restart the pipeline
+replays ``pending_batches()`` and skips samples at or before each GPU's
+``cursors()[uuid].applied_until``.
+
+Threads: one writer connection and (for files) one reader connection, each behind its
+own lock, so API reads run beside the writer (WAL). Reads are snapshots. The intake has a
+lock of its own, so an ack does not wait for a commit.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Callable, Collection, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TypeVar
+
+from collector.ledger import queries as queries
+from collector.ledger import recommendations as recs
+from collector.ledger.accepted import Intake
+from collector.ledger.batch_log import BatchRecord
+from collector.ledger.queries import Group
+from collector.ledger.records import (
+    GpuCursor,
+    GpuRecord,
+    LedgerError,
+    LedgerWrite,
+    WorkloadStatsDelta,
+)
+from collector.ledger.schema import configure, migrate
+from collector.ledger.writes import (
+    ACK_RETENTION_SECONDS,
+    apply_write,
+    prune,
+)
+from collector.records import (
+    IdleEpisode,
+    ModelUsage,
+    Recommendation,
+    RecommendationStatus,
+    Usage,
+    WorkloadProfile,
+    WorkloadRef,
+)
+
+__all__ = [
+    "ACK_RETENTION_SECONDS",
+    "BatchRecord",
+    "GpuCursor",
+    "GpuRecord",
+    "Ledger",
+    "LedgerError",
+    "LedgerWrite",
+    "WorkloadStatsDelta",
+    "sqlite_path",
+]
+
+T = TypeVar("T")
+
+
+def sqlite_path(url: str) -> str:
+    """The SQLite file for a ledger URL: a path, ``sqlite:///path`` or ``:memory:``."""
+    if url.startswith(("postgresql://", "postgres://")):
+        raise LedgerError("ledger.url: the PostgreSQL ledger is not implemented yet; use a path")
+    if url.startswith("sqlite://"):
+        path = url.removeprefix("sqlite://").removeprefix("/")
+        return path or ":memory:"
+    if "://" in url:
+        raise LedgerError(f"ledger.url: unsupported scheme in {url.split('://')[0]!r}")
+    if not url:
+        raise LedgerError("ledger.url: empty")
+    return url
+
+
+def _connect(path: str, synchronous: str) -> sqlite3.Connection:
+    try:
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        configure(conn, synchronous=synchronous)
+    except sqlite3.Error as err:
+        raise LedgerError(f"ledger: cannot open {path!r}: {err}") from err
+    return conn
+
+
+class Ledger:
+    def __init__(
+        self,
+        writer: sqlite3.Connection,
+        reader: sqlite3.Connection,
+        intake_dir: Path | None = None,
+        sync_intake: bool = True,
+    ) -> None:
+        """``intake_dir``: where the intake log lives (None: in memory); it is opened, and
+        locked for this process, by the first call that needs it (``record_batches``,
+        ``pending_batches``, ``commit``), so readers such as ``gpufleet report`` never
+        touch it."""
+        self._writer = writer
+        self._reader = reader
+        self._write_lock = threading.Lock()
+        # ":memory:" has one connection for both; one lock then guards it
+        self._read_lock = self._write_lock if reader is writer else threading.Lock()
+        self._intake_dir, self._sync_intake = intake_dir, sync_intake
+        self._intake: Intake | None = None
+        self._intake_open_lock = threading.Lock()
+
+    @classmethod
+    def open(cls, url: str, *, synchronous: str = "FULL") -> Ledger:
+        """Open (creating and migrating as needed) the ledger at ``url``.
+
+        ``synchronous`` is ``FULL`` (an ack survives power loss) or ``NORMAL`` (survives
+        ``kill -9`` but a power loss may drop the last commits); see ledger_schema.configure.
+        """
+        path = sqlite_path(url)
+        writer = _connect(path, synchronous)
+        try:
+            migrate(writer)
+            reader = writer if path == ":memory:" else _connect(path, synchronous)
+        except (LedgerError, sqlite3.Error) as err:
+            writer.close()
+            raise LedgerError(str(err)) from err
+        intake_dir = None if path == ":memory:" else Path(path + "-intake")
+        return cls(writer, reader, intake_dir, sync_intake=synchronous == "FULL")
+
+    def close(self) -> None:
+        if self._intake is not None:
+            self._intake.close()
+        with self._write_lock:
+            if self._reader is not self._writer:
+                self._reader.close()
+            self._writer.close()
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        with self._write_lock:
+            conn = self._writer
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException as err:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                if isinstance(err, sqlite3.Error):
+                    raise LedgerError(f"ledger write failed: {err}") from err
+                raise
+
+    def _read(self, query: Callable[[sqlite3.Connection], T]) -> T:
+        with self._read_lock:
+            conn = self._reader
+            try:
+                conn.execute("BEGIN")  # one snapshot for all of the query's statements
+                try:
+                    return query(conn)
+                finally:
+                    conn.execute("COMMIT")
+            except sqlite3.Error as err:
+                raise LedgerError(f"ledger read failed: {err}") from err
+
+    # -- for modules that own their tables (notification outbox, action log) ------------
+
+    @contextmanager
+    def write_transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction (BEGIN IMMEDIATE .. COMMIT, rolled back on error), for
+        modules that keep their own SQL next to their own tables."""
+        with self._write() as conn:
+            yield conn
+
+    def read(self, query: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``query`` on one read snapshot, for modules that own their tables."""
+        return self._read(query)
+
+    # -- the pipeline's writes ----------------------------------------------------------
+
+    def record_batch(
+        self,
+        node: str,
+        boot_id: str,
+        seq: int,
+        received_at: float,
+        body: bytes,
+        sample_count: int,
+    ) -> int | None:
+        """Acknowledge a batch and keep its body pending; returns the pending batch id,
+        or None when (node, boot_id, seq) was acknowledged before (a duplicate)."""
+        record = BatchRecord(node, boot_id, seq, received_at, body, sample_count)
+        return self.record_batches([record])[0]
+
+    def record_batches(self, records: Sequence[BatchRecord]) -> list[int | None]:
+        """``record_batch`` for several batches in one write to the intake log (one
+        fdatasync with FULL): the pending batch id of each, in order, or None for a
+        duplicate, including a (node, boot_id, seq) repeated within ``records``. All are
+        durable on return, or none is acknowledged."""
+        if not records:
+            return []
+        return self._opened_intake().record(records)
+
+    def commit(self, write: LedgerWrite) -> None:
+        """Apply one ``LedgerWrite`` atomically (see its docstring), with the acks
+        recorded since the last commit."""
+        intake = self._opened_intake()
+        saved = None
+        try:
+            with self._write() as conn:
+                apply_write(conn, write)
+                saved = intake.save(conn, write.batches_done)
+        except BaseException:
+            if saved is not None:
+                intake.failed(saved)
+            raise
+        intake.committed(write.batches_done)
+
+    def prune(self, now: float, retention_days: int) -> int:
+        """Delete hourly rows and closed episodes older than ``retention_days``, resolved
+        or dismissed recommendations not updated since, and ack ranges whose newest ack is
+        older than ``ACK_RETENTION_SECONDS``; all-time totals stay. Returns the rows
+        deleted."""
+        with self._write() as conn:
+            deleted = prune(conn, now, retention_days)
+        if self._intake is not None:  # else its book is read from the pruned table
+            self._intake.prune(now - ACK_RETENTION_SECONDS)
+        return deleted
+
+    # -- restart ------------------------------------------------------------------------
+
+    def pending_batches(self) -> list[tuple[int, bytes]]:
+        """(id, JSON body) of acknowledged batches not yet fully applied, oldest first;
+        a body recorded gzip-compressed comes back decompressed."""
+        return self._opened_intake().pending()
+
+    def _opened_intake(self) -> Intake:
+        if self._intake is None:
+            with self._intake_open_lock:
+                if self._intake is None:
+                    with self._write() as conn:
+                        self._intake = Intake.open(conn, self._intake_dir, sync=self._sync_intake)
+        return self._intake
+
+    def cursors(self) -> dict[str, GpuCursor]:
+        return self._read(queries.cursors)
+
+    def ping(self) -> None:
+        """One cheap read (the schema version); raises LedgerError when the ledger fails."""
+        self._read(lambda conn: conn.execute("SELECT MAX(version) FROM schema_version").fetchone())
+
+    # -- queries --------------------------------------------------------------------------
+
+    def gpus(self) -> list[GpuRecord]:
+        return self._read(queries.gpus)
+
+    def usage_by_workload(self, start: float, end: float) -> list[tuple[WorkloadRef, Usage]]:
+        return self._read(lambda c: queries.usage_by_workload(c, start, end))
+
+    def usage_by_gpu(self, start: float, end: float) -> list[tuple[GpuRecord, Usage]]:
+        return self._read(lambda c: queries.usage_by_gpu(c, start, end))
+
+    def usage_by_group(self, start: float, end: float, group: Group) -> list[tuple[str, Usage]]:
+        return self._read(lambda c: queries.usage_by_group(c, start, end, group))
+
+    def usage_totals_by_workload(self) -> list[tuple[WorkloadRef, Usage]]:
+        """All-time totals (never pruned): monotonic, for *_total counters."""
+        return self._read(queries.usage_totals_by_workload)
+
+    def usage_totals_by_gpu(self) -> list[tuple[GpuRecord, Usage]]:
+        return self._read(queries.usage_totals_by_gpu)
+
+    def idle_episodes(
+        self,
+        start: float,
+        end: float,
+        gpu_uuid: str | None = None,
+        workload_key: str | None = None,
+        include_open: bool = False,
+    ) -> list[IdleEpisode]:
+        """Closed episodes overlapping ``[start, end)``; ``include_open`` adds the ones
+        open at each GPU's cursor (the live fleet knows fresher ones)."""
+        return self._read(
+            lambda c: queries.idle_episodes(c, start, end, gpu_uuid, workload_key, include_open)
+        )
+
+    def workload_profiles(
+        self, now: float, seen_within_seconds: float = 24 * 3600.0
+    ) -> list[WorkloadProfile]:
+        """Right-sizing profiles of workloads seen within ``seen_within_seconds`` of now."""
+        return self._read(lambda c: queries.workload_profiles(c, now, seen_within_seconds))
+
+    def model_usage(self, start: float, end: float) -> list[ModelUsage]:
+        return self._read(lambda c: queries.model_usage(c, start, end))
+
+    def workload_last_seen(self) -> dict[str, float]:
+        """Workload key -> when it last held a GPU (event time; survives restarts)."""
+        return self._read(queries.workload_last_seen)
+
+    def workload_models(self) -> dict[str, str]:
+        """Workload key -> the GPU model it was last seen on (survives restarts)."""
+        return self._read(queries.workload_models)
+
+    # -- recommendations ----------------------------------------------------------------
+
+    def upsert_recommendations(self, recommendations: Sequence[Recommendation]) -> None:
+        with self._write() as conn:
+            recs.upsert(conn, recommendations)
+
+    def recommendations(
+        self, statuses: Collection[RecommendationStatus] | None = None
+    ) -> list[Recommendation]:
+        return self._read(lambda c: recs.select(c, statuses))
+
+    def get_recommendation(self, rec_id: str) -> Recommendation | None:
+        return self._read(lambda c: recs.get(c, rec_id))
+
+    def dismiss_recommendation(
+        self, rec_id: str, now: float, by: str = ""
+    ) -> Recommendation | None:
+        with self._write() as conn:
+            return recs.dismiss(conn, rec_id, now, by)

@@ -1,0 +1,1 @@
+"""The collector's Prometheus metrics: catalogue and collectors."""

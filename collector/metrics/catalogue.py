@@ -1,0 +1,300 @@
+"""The collector's metric catalogue: every family collector/metrics/exporter.py can emit.
+
+Same row shape as the agent's catalogue (the collector may not import agent/ beyond the
+wire contract): exposed name, Prometheus type, unit, label names in order, help. Names follow
+the Prometheus naming guide (base unit suffix, counters end in ``_total``); workload labels
+use OpenTelemetry's names (``k8s_namespace_name``) so they never clash with target labels.
+
+``workload`` is the workload key (``pod:ml/notebook-7``, ``slurm:123``); "" means nobody
+held the GPU (unallocated). ``model`` is the canonical price-book model (``H100``), not
+the NVML name. Money is in the price book's currency, named by the ``currency`` label.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+MetricType = Literal["gauge", "counter", "info"]
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """One metric family. ``name`` is the exposed name (counters include ``_total``)."""
+
+    name: str
+    type: MetricType
+    #: base unit as it appears in the name ("watts", "ratio", ...); "" when dimensionless
+    unit: str
+    labels: tuple[str, ...]
+    help: str
+
+
+GPU_LABELS: tuple[str, ...] = ("node", "gpu", "uuid", "model", "k8s_namespace_name", "workload")
+WORKLOAD_LABELS: tuple[str, ...] = ("k8s_namespace_name", "workload", "team")
+
+FLEET_GPUS = MetricSpec(
+    "gpufleet_fleet_gpus",
+    "gauge",
+    "",
+    ("state", "model"),
+    "GPUs and MIG instances by state now (active, allocated_idle, unallocated, unknown).",
+)
+FLEET_UTILISATION = MetricSpec(
+    "gpufleet_fleet_utilisation_ratio",
+    "gauge",
+    "ratio",
+    (),
+    "Mean SM activity (0..1) over GPUs with fresh data; absent when none has any.",
+)
+FLEET_IDLE_COST = MetricSpec(
+    "gpufleet_fleet_idle_cost_per_hour",
+    "gauge",
+    "",
+    ("currency",),
+    "Waste now: the summed hourly price of every GPU idle now (allocated-idle or "
+    "unallocated), in the currency label's unit per hour.",
+)
+FLEET_POWER = MetricSpec(
+    "gpufleet_fleet_power_watts",
+    "gauge",
+    "watts",
+    (),
+    "Power draw summed over physical GPUs with fresh data.",
+)
+GPU_STATE = MetricSpec(
+    "gpufleet_gpu_state",
+    "gauge",
+    "",
+    (*GPU_LABELS, "state"),
+    "1 for the GPU's current state; one series per GPU or MIG instance.",
+)
+GPU_IDLE = MetricSpec(
+    "gpufleet_gpu_idle_seconds",
+    "gauge",
+    "seconds",
+    GPU_LABELS,
+    "How long the GPU has been idle now (0 when not idle); workload is who holds it.",
+)
+WORKLOAD_IDLE = MetricSpec(
+    "gpufleet_workload_idle_gpu_seconds_total",
+    "counter",
+    "seconds",
+    (*WORKLOAD_LABELS, "model"),
+    "Idle GPU-seconds by workload and GPU model since the ledger began.",
+)
+WORKLOAD_WASTE = MetricSpec(
+    "gpufleet_workload_waste_total",
+    "counter",
+    "",
+    (*WORKLOAD_LABELS, "model", "currency"),
+    "Cost of idle GPU time (idle GPU-seconds x hourly price), in the currency label's unit.",
+)
+WORKLOAD_ENERGY = MetricSpec(
+    "gpufleet_workload_energy_joules_total",
+    "counter",
+    "joules",
+    WORKLOAD_LABELS,
+    "GPU energy attributed to the workload since the ledger began.",
+)
+WORKLOAD_ESTIMATED_ENERGY = MetricSpec(
+    "gpufleet_workload_estimated_energy_joules_total",
+    "counter",
+    "joules",
+    WORKLOAD_LABELS,
+    "The part of the workload's energy integrated from power samples (GPUs without an "
+    "NVML energy counter) since the ledger began.",
+)
+WORKLOAD_CARBON = MetricSpec(
+    "gpufleet_workload_carbon_grams_total",
+    "counter",
+    "grams",
+    WORKLOAD_LABELS,
+    "Grams CO2e of that energy (kWh x PUE x grid intensity of the node's region).",
+)
+CARBON_PUE = MetricSpec(
+    "gpufleet_carbon_pue_ratio",
+    "gauge",
+    "ratio",
+    (),
+    "Power usage effectiveness the carbon figures use (facility energy / IT energy).",
+)
+CARBON_INTENSITY = MetricSpec(
+    "gpufleet_carbon_intensity_grams_per_kilowatt_hour",
+    "gauge",
+    "grams_per_kilowatt_hour",
+    ("region",),
+    "Grid carbon intensity in use now (gCO2e/kWh, before PUE), per region of the known nodes.",
+)
+RECOMMENDATIONS_OPEN = MetricSpec(
+    "gpufleet_recommendations_open",
+    "gauge",
+    "",
+    ("kind",),
+    "Recommendations open or notified, by kind.",
+)
+RECOMMENDATION_SAVINGS = MetricSpec(
+    "gpufleet_recommendation_savings_per_month",
+    "gauge",
+    "",
+    ("kind", "currency"),
+    "Estimated monthly saving of the open recommendations, summed by kind.",
+)
+BATCHES = MetricSpec(
+    "gpufleet_collector_batches_total",
+    "counter",
+    "",
+    ("result",),
+    "Batches received, by result: accepted, duplicate (acknowledged, ignored), rejected.",
+)
+REJECTED_BATCHES = MetricSpec(
+    "gpufleet_collector_rejected_batches_total",
+    "counter",
+    "",
+    ("reason",),
+    "Batches refused, by reason (too_large, malformed, invalid_value, unknown_gpu, ...).",
+)
+SAMPLES = MetricSpec(
+    "gpufleet_collector_samples_total",
+    "counter",
+    "",
+    (),
+    "GPU samples accepted.",
+)
+REJECTED_SAMPLES = MetricSpec(
+    "gpufleet_collector_rejected_samples_total",
+    "counter",
+    "",
+    ("reason",),
+    "GPU samples in refused batches, by reason.",
+)
+LATE_SAMPLES = MetricSpec(
+    "gpufleet_collector_late_samples_total",
+    "counter",
+    "",
+    (),
+    "Samples that arrived behind already-applied event time (outside the reorder window).",
+)
+INGEST_SECONDS = MetricSpec(
+    "gpufleet_collector_ingest_seconds_total",
+    "counter",
+    "seconds",
+    (),
+    "Wall seconds spent making batches durable and applying them.",
+)
+LAST_INGEST = MetricSpec(
+    "gpufleet_collector_last_ingest_timestamp_seconds",
+    "gauge",
+    "seconds",
+    (),
+    "Unix time the last batch was accepted; absent before the first.",
+)
+PENDING_SAMPLES = MetricSpec(
+    "gpufleet_collector_pending_samples",
+    "gauge",
+    "",
+    (),
+    "Samples durable but not yet applied (held for the reorder window).",
+)
+LAG = MetricSpec(
+    "gpufleet_collector_lag_seconds",
+    "gauge",
+    "seconds",
+    (),
+    "How far applied event time trails the newest received sample.",
+)
+LEDGER_UP = MetricSpec(
+    "gpufleet_collector_ledger_up",
+    "gauge",
+    "",
+    (),
+    "1 when the ledger answers, else 0 (GET /healthz answers 503).",
+)
+EXPORT_ERRORS = MetricSpec(
+    "gpufleet_collector_export_errors_total",
+    "counter",
+    "",
+    ("part",),
+    "Scrapes that left a part out because the backend failed (fleet, totals, ...).",
+)
+
+#: families built from the price book and carbon settings in force now (RatesExporter)
+NOTIFY_MESSAGES = MetricSpec(
+    "gpufleet_notify_messages_total",
+    "counter",
+    "",
+    ("channel", "kind", "outcome"),
+    "Chat/webhook send attempts by outcome (ok, retry, rate_limited, permanent).",
+)
+NOTIFY_CHANNEL_BROKEN = MetricSpec(
+    "gpufleet_notify_channel_broken",
+    "gauge",
+    "",
+    ("channel", "kind"),
+    "1 when the channel's service refused it permanently (bad URL, token, signature).",
+)
+NOTIFY_OUTBOX_PENDING = MetricSpec(
+    "gpufleet_notify_outbox_pending",
+    "gauge",
+    "",
+    ("channel",),
+    "Notifications stored in the ledger's outbox and not yet delivered.",
+)
+NOTIFY: tuple[MetricSpec, ...] = (NOTIFY_MESSAGES, NOTIFY_CHANNEL_BROKEN, NOTIFY_OUTBOX_PENDING)
+
+INFLUX_ENQUEUED = MetricSpec(
+    "gpufleet_influx_points_enqueued_total", "counter", "", (),
+    "Points queued for InfluxDB since the collector started.",
+)  # fmt: skip
+INFLUX_WRITTEN = MetricSpec(
+    "gpufleet_influx_points_written_total", "counter", "", (),
+    "Points InfluxDB accepted since the collector started.",
+)  # fmt: skip
+INFLUX_DROPPED = MetricSpec(
+    "gpufleet_influx_points_dropped_total", "counter", "", ("reason",),
+    "Points given up: overflow (queue full), rejected (by the server), shutdown, unreadable.",
+)  # fmt: skip
+INFLUX_WRITE_FAILURES = MetricSpec(
+    "gpufleet_influx_write_failures_total", "counter", "", (),
+    "Write requests to InfluxDB that failed (retried with backoff).",
+)  # fmt: skip
+INFLUX_QUEUE = MetricSpec(
+    "gpufleet_influx_queue_points", "gauge", "", (),
+    "Points waiting for InfluxDB, including those in flight.",
+)  # fmt: skip
+INFLUX: tuple[MetricSpec, ...] = (
+    INFLUX_ENQUEUED, INFLUX_WRITTEN, INFLUX_DROPPED, INFLUX_WRITE_FAILURES, INFLUX_QUEUE,
+)  # fmt: skip
+
+RATES: tuple[MetricSpec, ...] = (FLEET_IDLE_COST, CARBON_PUE, CARBON_INTENSITY)
+
+CATALOGUE: tuple[MetricSpec, ...] = (
+    FLEET_GPUS,
+    FLEET_UTILISATION,
+    FLEET_IDLE_COST,
+    FLEET_POWER,
+    GPU_STATE,
+    GPU_IDLE,
+    WORKLOAD_IDLE,
+    WORKLOAD_WASTE,
+    WORKLOAD_ENERGY,
+    WORKLOAD_ESTIMATED_ENERGY,
+    WORKLOAD_CARBON,
+    CARBON_PUE,
+    CARBON_INTENSITY,
+    RECOMMENDATIONS_OPEN,
+    RECOMMENDATION_SAVINGS,
+    BATCHES,
+    REJECTED_BATCHES,
+    SAMPLES,
+    REJECTED_SAMPLES,
+    LATE_SAMPLES,
+    INGEST_SECONDS,
+    LAST_INGEST,
+    PENDING_SAMPLES,
+    LAG,
+    LEDGER_UP,
+    EXPORT_ERRORS,
+    *NOTIFY,
+    *INFLUX,
+)

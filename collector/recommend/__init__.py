@@ -1,0 +1,1 @@
+"""Recommendations: the rules and their life cycle."""

@@ -1,0 +1,1 @@
+"""``gpufleet`` command line: one module per command; the only place objects are wired."""

@@ -1,0 +1,113 @@
+"""Alerting wired together: notifier, auto-release engine, Alertmanager route, metrics.
+
+``build_alerting`` is called once by the collector's entry point; ``Alerting.step`` runs on
+the scheduler: recommendation changes to the outbox, one auto-release pass, delivery.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
+
+import httpx
+from starlette.routing import BaseRoute
+
+from collector.actions.engine import ActionEngine, Executors
+from collector.actions.executors import Executor, SlurmExecutor, WebhookExecutor
+from collector.actions.log import ActionLog
+from collector.actions.settings import ActionSettings
+from collector.config import CollectorSettings
+from collector.http.alertmanager import alertmanager_route
+from collector.http.auth import BearerAuth
+from collector.ledger.store import Ledger
+from collector.notify.changes import FleetIndex
+from collector.notify.delivery import Notifier
+from collector.notify.messages import Links
+from collector.notify.outbox import Outbox
+from collector.notify.settings import resolve_channel
+from collector.notify.stats import NotifyExporter
+from collector.records import GpuView, Recommendation
+from gpufleet.settings import read_secret
+
+log = logging.getLogger(__name__)
+
+
+#: sent messages are kept this long (the rate window needs only a minute of them)
+KEEP_SENT_SECONDS = 30 * 24 * 3600.0
+PRUNE_EVERY_SECONDS = 3600.0
+
+
+@dataclass
+class Alerting:
+    notifier: Notifier | None
+    engine: ActionEngine | None
+    routes: list[BaseRoute] = field(default_factory=list)
+    exporter: NotifyExporter | None = None
+    pruned_at: float = float("-inf")
+
+    def step(self, fleet: Sequence[GpuView], recs: Sequence[Recommendation], now: float) -> None:
+        if self.notifier is not None:
+            self.notifier.observe(recs, fleet_index(fleet), now)
+        if self.engine is not None:
+            self.engine.run(fleet, recs, now)
+        if self.notifier is not None:
+            self.notifier.deliver(now)
+            if now - self.pruned_at >= PRUNE_EVERY_SECONDS:
+                self.notifier.outbox.prune(now - KEEP_SENT_SECONDS)
+                self.pruned_at = now
+
+
+def fleet_index(fleet: Sequence[GpuView]) -> FleetIndex:
+    refs = {ref.key: ref for view in fleet for ref in view.workloads}
+    return FleetIndex(refs, {view.uuid: view.model for view in fleet})
+
+
+def build_alerting(
+    settings: CollectorSettings,
+    ledger: Ledger,
+    clock: Callable[[], float],
+    tokens: Collection[str],
+    transport: httpx.BaseTransport | None = None,
+) -> Alerting | None:
+    """None when no channel is configured and every auto-release policy is off."""
+    notify = settings.notifications
+    if not notify.channels and not settings.actions.any_enabled():
+        return None
+    transport = transport or httpx.HTTPTransport()
+    notifier = None
+    routes: list[BaseRoute] = []
+    exporter = None
+    if notify.channels:
+        channels = [resolve_channel(c) for c in notify.channels]
+        links = Links(settings.server.public_url, settings.server.grafana_url)
+        notifier = Notifier(notify, channels, Outbox(ledger), links, transport, clock)
+        auth = BearerAuth(tokens, settings.server.allow_anonymous)
+        routes.append(alertmanager_route(notifier.announce, auth, clock))
+        exporter = NotifyExporter(
+            notifier.stats, {c.name: c.kind for c in channels}, notifier.outbox.pending_by_channel
+        )
+    engine = None
+    if settings.actions.any_enabled():
+        announce = notifier.announce if notifier is not None else None
+        executors = build_executors(settings.actions, transport)
+        engine = ActionEngine(settings.actions, ActionLog(ledger), executors, announce)
+    return Alerting(notifier, engine, routes, exporter)
+
+
+def build_executors(settings: ActionSettings, transport: httpx.BaseTransport) -> Executors:
+    kubernetes: Executor | None = None
+    if settings.kubernetes.enabled:
+        from collector.actions.kubernetes import KubernetesExecutor, api_client
+
+        kubernetes = KubernetesExecutor(
+            api_client(settings.kubernetes), settings.kubernetes, settings.exempt_key
+        )
+    slurm = SlurmExecutor(settings.slurm) if settings.slurm.enabled else None
+    hook = settings.webhook
+    url = read_secret(hook.url, hook.url_file, "actions.webhook.url")
+    webhook = None
+    if url:
+        secret = read_secret(hook.secret, hook.secret_file, "actions.webhook.secret") or ""
+        webhook = WebhookExecutor(url, secret, transport, hook.timeout_seconds)
+    return Executors(kubernetes, slurm, webhook)

@@ -1,0 +1,252 @@
+"""``gpufleet collector``: the fleet's brain: ingest, analytics, ledger, API, /metrics."""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import uvicorn
+from apscheduler.schedulers.background import BackgroundScheduler
+from starlette.applications import Starlette
+
+from collector.accounting.accountant import Accountant
+from collector.analysis.carbon import HourlyFeed, IntensityTable
+from collector.analysis.cost import PriceBook
+from collector.config import CollectorSettings
+from collector.http.app import create_app
+from collector.http.auth import load_tokens
+from collector.influx.hooks import InfluxSinkMetrics, MirroredLedger, build_influx_sink
+from collector.ledger.store import Ledger
+from collector.metrics.exporter import RatesExporter
+from collector.pipeline import Pipeline
+from collector.reports import LiveRates
+from collector.web import ConsoleSources, SeriesBuffer, console_routes
+from gpufleet.cli.alerting import Alerting, build_alerting
+from gpufleet.settings import load_settings
+
+if TYPE_CHECKING:
+    from collector.influx.sink import InfluxSink
+
+log = logging.getLogger("gpufleet.collector")
+
+#: how often (wall seconds) evaluation (when due) and alerting run; applying has its own
+#: setting, ingest.apply_interval_seconds (one commit's cost grows with the GPUs it
+#: touches, not the samples: bench/collector_throughput.py)
+CHECK_EVERY_SECONDS = 5.0
+PRUNE_EVERY_SECONDS = 6 * 3600.0
+
+
+def add_parser(commands: Any) -> None:
+    p = commands.add_parser("collector", help="run the collector", description=__doc__)
+    p.add_argument("--config", type=Path, help="YAML settings file")
+    p.add_argument("--host", help="listen address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="listen port (default 8080)")
+    p.add_argument("--db", help="ledger: SQLite file path (default gpufleet.db)")
+    p.set_defaults(run=run)
+
+
+def settings_from_args(args: argparse.Namespace) -> CollectorSettings:
+    overrides = {"server.host": args.host, "server.port": args.port, "ledger.url": args.db}
+    return load_settings(CollectorSettings, args.config, dict(os.environ), overrides)
+
+
+@dataclass
+class Collector:
+    """Every long-lived object of one collector process."""
+
+    settings: CollectorSettings
+    ledger: Ledger
+    pipeline: Pipeline
+    app: Starlette
+    scheduler: BackgroundScheduler
+    #: the optional InfluxDB sink (settings.influx); its counters on /metrics
+    influx: InfluxSink | None = None
+    #: chat notifications and auto-release (settings.notifications, settings.actions)
+    alerting: Alerting | None = None
+
+    def start_jobs(
+        self,
+        apply_every_seconds: float | None = None,
+        check_every_seconds: float = CHECK_EVERY_SECONDS,
+    ) -> None:
+        """APScheduler drives applying (every ``ingest.apply_interval_seconds`` unless
+        given), recommendation evaluation, alerting and retention."""
+        apply_every = apply_every_seconds or self.settings.ingest.apply_interval_seconds
+        jobs: list[tuple[Callable[[], object], float, str]] = [
+            (self.pipeline.tick, apply_every, "apply"),
+            (self.pipeline.evaluate_if_due, check_every_seconds, "evaluate"),
+            (self.prune, PRUNE_EVERY_SECONDS, "prune"),
+        ]
+        if self.alerting is not None:
+            jobs.append((self.alert, check_every_seconds, "alerting"))
+        for func, seconds, name in jobs:
+            self.scheduler.add_job(
+                _logged(func, name), "interval", seconds=seconds, id=name,
+                max_instances=1, coalesce=True,
+            )  # fmt: skip
+        self.scheduler.start()
+
+    def alert(self) -> None:
+        """Recommendation changes to chat, one auto-release pass, delivery."""
+        if self.alerting is not None:
+            now = self.pipeline.clock()
+            recs = self.pipeline.recommendations(None)
+            self.alerting.step(self.pipeline.fleet(now), recs, now)
+
+    def prune(self) -> None:
+        removed = self.ledger.prune(self.pipeline.clock(), self.settings.ledger.retention_days)
+        log.info("retention: %d old rows removed", removed)
+
+    def stop(self) -> None:
+        if self.scheduler.running:
+            self.scheduler.shutdown(wait=True)
+        self.pipeline.close()
+        self.pipeline.tick(flush=True)
+        if self.influx is not None:  # drains what it can before the ledger closes
+            self.influx.close()
+        self.ledger.close()
+
+
+def _logged(func: Callable[[], object], name: str) -> Callable[[], None]:
+    def job() -> None:
+        try:
+            func()
+        except Exception:  # a failing job must not stop the scheduler
+            log.exception("scheduled job %s failed", name)
+
+    return job
+
+
+def build_collector(
+    settings: CollectorSettings,
+    clock: Callable[[], float] = time.time,
+    tokens: frozenset[str] | None = None,
+    series_charts: bool = True,
+) -> Collector:
+    """Wire the real objects: ledger, price book, carbon table, pipeline, app.
+    ``series_charts`` False leaves the console's per-GPU charts empty (they cost ~29 KB per
+    GPU and a fold per sample): the throughput benchmark measures the pipeline alone."""
+    prices = (
+        PriceBook.load(settings.pricing.price_book)
+        if settings.pricing.price_book is not None
+        else PriceBook.example()
+    )
+    table = IntensityTable.default()
+    feed = (
+        HourlyFeed.load(settings.carbon.intensity_feed, table, settings.carbon.region)
+        if settings.carbon.intensity_feed is not None
+        else None
+    )
+    accountant = Accountant(prices, table, settings.carbon, feed)
+    ledger, influx = _open_ledger(settings, accountant.currency)
+    pipeline = Pipeline(settings, ledger, accountant, clock)
+    tokens = tokens if tokens is not None else load_tokens(settings.server)
+    series = SeriesBuffer()  # recent per-GPU samples for the console's charts
+    if series_charts:
+        pipeline.on_accepted(lambda batch: series.add(batch.samples))
+    console = ConsoleSources(pipeline, ledger, prices, accountant.currency, series)
+    alerting = build_alerting(settings, ledger, clock, tokens)
+    rates = LiveRates(pipeline.fleet, accountant, pipeline.node_labels)
+    app = create_app(
+        pipeline, settings, tokens, clock,
+        extra_routes=[*console_routes(console, settings, tokens, clock),
+                      *(alerting.routes if alerting is not None else [])],
+        collectors=[RatesExporter(rates, clock),
+                    *([InfluxSinkMetrics(influx)] if influx is not None else []),
+                    *([alerting.exporter] if alerting is not None and alerting.exporter else [])],
+    )  # fmt: skip
+    if influx is not None:
+        influx.start()
+    return Collector(settings, ledger, pipeline, app, BackgroundScheduler(), influx, alerting)
+
+
+def _open_ledger(settings: CollectorSettings, currency: str) -> tuple[Ledger, InfluxSink | None]:
+    """The ledger; with ``influx.url`` set, one that mirrors batches and rollups to a sink."""
+    if not settings.influx.enabled:
+        return Ledger.open(settings.ledger.url, synchronous=settings.ledger.synchronous), None
+    ledger = MirroredLedger.open_mirrored(
+        settings.ledger.url, synchronous=settings.ledger.synchronous
+    )
+    try:
+        ledger.sink = build_influx_sink(settings.influx, ledger, currency)
+    except BaseException:
+        ledger.close()
+        raise
+    return ledger, ledger.sink
+
+
+def serve(collector: Collector, stop: threading.Event | None = None) -> uvicorn.Server:
+    """Run the HTTP server in a background thread; returns it (``should_exit`` stops it)."""
+    server = uvicorn.Server(
+        uvicorn.Config(
+            collector.app,
+            host=collector.settings.server.host,
+            port=collector.settings.server.port,
+            log_level="warning",
+            lifespan="off",
+        )
+    )
+    thread = threading.Thread(target=server.run, name="http", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started and thread.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    if not server.started:
+        raise RuntimeError(
+            f"collector could not listen on {collector.settings.server.host}:"
+            f"{collector.settings.server.port}"
+        )
+    return server
+
+
+#: CPython's garbage-collector thresholds for a collector process. With the default (700,
+#: 10, 10) a young-generation collection runs every ~70 GPU-samples (each leaves ~10 objects
+#: that die young), and everything a tick holds at that moment is promoted, until the old
+#: generation fills and a full collection walks the whole heap: ~7 % of the CPU at 10,000
+#: GPUs in bench/collector_throughput.py, ~1 % with these. Nothing the collector builds per
+#: sample is part of a reference cycle; the young generation only holds more garbage
+#: (at most this many objects) between collections.
+GC_THRESHOLDS = (50_000, 20, 10)
+
+
+def tune_gc() -> tuple[int, int, int]:
+    """Set ``GC_THRESHOLDS`` for this process; returns the thresholds it had."""
+    before = gc.get_threshold()
+    gc.set_threshold(*GC_THRESHOLDS)
+    return before
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = settings_from_args(args)
+    tune_gc()
+    collector = build_collector(settings)
+    collector.start_jobs()
+    server = uvicorn.Server(
+        uvicorn.Config(
+            collector.app,
+            host=settings.server.host,
+            port=settings.server.port,
+            lifespan="off",
+            access_log=False,  # collector.http.app logs each request (without tokens)
+        )
+    )
+    log.info("collector on http://%s:%d", settings.server.host, settings.server.port)
+    # uvicorn handles SIGTERM/SIGINT while it runs, then restores these handlers and
+    # re-raises the signal it caught; with the defaults that would kill the process
+    # before stop() applies the held-back samples.
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: None)
+    try:
+        server.run()
+    finally:
+        collector.stop()
+    return 0

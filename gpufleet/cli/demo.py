@@ -1,0 +1,189 @@
+"""``gpufleet demo``: a collector with SQLite and a simulated fleet, in one process.
+
+The simulated agents are the real agent code (sampler, shipper with its spool, exporter)
+reading simulated GPUs, and they speak real HTTP to the real collector. Simulated time
+runs ``--speed`` times faster than wall time; before that, ``--history`` simulated hours
+are pushed through as fast as they go, so there is something to see from the start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import os
+import secrets
+import tempfile
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from agent.config import ShipperSettings
+from agent.metrics.exporter import AgentExporter, XidTally, serve_metrics
+from agent.sampler import Sampler
+from agent.shipper import Shipper
+from agent.sources.simulated.source import build_fleet
+from agent.stats import AgentStats
+from collector.config import CollectorSettings, LedgerSettings
+from collector.influx.settings import InfluxSettings
+from gpufleet.cli.collector import build_collector, serve, tune_gc
+from gpufleet.cli.demo_fleet import Demo, DemoAgent, SimClock
+from gpufleet.cli.demo_view import print_summary, run_live
+from gpufleet.settings import ConfigError, load_settings
+
+INFLUX_FLAGS = ("url", "org", "bucket", "database")
+
+
+def add_parser(commands: Any) -> None:
+    p = commands.add_parser("demo", help="collector + simulated fleet", description=__doc__)
+    p.add_argument("--config", type=Path, help="collector settings YAML (notifications ...)")
+    p.add_argument("--speed", type=float, default=60.0, help="simulated seconds per second")
+    p.add_argument("--port", type=int, default=8080, help="collector port (agents: port+1..)")
+    p.add_argument("--duration", type=float, help="wall seconds to run, then print and exit")
+    p.add_argument("--history", type=float, default=1.0, help="simulated hours to pre-run")
+    p.add_argument("--nodes", type=int, default=4)
+    p.add_argument("--gpus-per-node", type=int, default=8)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--step", type=float, default=10.0, help="simulated seconds between samples")
+    p.add_argument("--db", type=Path, help="SQLite ledger (default: a temporary file)")
+    p.add_argument("--plain", action="store_true", help="no live screen, just the summary")
+    influx = p.add_argument_group(
+        "InfluxDB sink",
+        "raw samples and hourly rollups to InfluxDB (token: GPUFLEET_INFLUX__TOKEN)",
+    )
+    influx.add_argument("--influx-url", help="e.g. http://127.0.0.1:8086 (GPUFLEET_INFLUX__URL)")
+    influx.add_argument("--influx-org", help="InfluxDB 2 organisation")
+    influx.add_argument("--influx-bucket", help="InfluxDB 2 bucket")
+    influx.add_argument("--influx-database", help="InfluxDB 3 database")
+    p.set_defaults(run=run)
+
+
+def batch_interval(args: argparse.Namespace) -> float:
+    """Wall seconds between an agent's batches: about 30 simulated seconds, 0.2..1 s."""
+    speed: float = args.speed
+    return min(1.0, max(0.2, 30.0 / speed))
+
+
+def build_demo(args: argparse.Namespace, workdir: Path) -> Demo:
+    if args.speed <= 0 or args.step <= 0:
+        raise ConfigError("demo: --speed and --step must be > 0")
+    now = time.time()
+    start = now - args.history * 3600.0
+    clock = SimClock(start)
+    fleet = build_fleet(args.nodes, args.gpus_per_node, seed=args.seed, start_time=start)
+    token = secrets.token_urlsafe(24)
+    base = (
+        load_settings(CollectorSettings, args.config, os.environ)
+        if args.config is not None
+        else CollectorSettings()
+    )
+    settings = dataclasses.replace(
+        base,
+        server=dataclasses.replace(base.server, port=args.port, tokens=[token]),
+        ledger=LedgerSettings(url=str(args.db or workdir / "gpufleet-demo.db")),
+        influx=influx_settings(args, os.environ),
+        # a sample reaches the collector up to one batch interval of *simulated* time late;
+        # a GPU turns unknown only when it is three of those (or three steps) behind
+        analysis=dataclasses.replace(
+            base.analysis,
+            stale_after_seconds=max(60.0, 3 * args.step, 3 * batch_interval(args) * args.speed),
+        ),
+    )
+    tune_gc()  # as `gpufleet collector` does
+    collector = build_collector(settings, clock, tokens=frozenset([token]))
+    url = f"http://127.0.0.1:{args.port}"
+    agents = [
+        _agent(node, i, args, clock, url, token, workdir) for i, node in enumerate(fleet.nodes)
+    ]
+    return Demo(clock, fleet, collector, agents, token, url)
+
+
+def influx_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> InfluxSettings:
+    """The collector's ``influx`` section: ``GPUFLEET_INFLUX__*``, then ``--influx-*``."""
+    own = {k: v for k, v in environ.items() if k.startswith("GPUFLEET_INFLUX__")}
+    flags = {f"influx.{k}": getattr(args, f"influx_{k}", None) for k in INFLUX_FLAGS}
+    return load_settings(CollectorSettings, None, own, flags).influx
+
+
+def _agent(
+    node: Any, i: int, args: argparse.Namespace, clock: SimClock, url: str, token: str,
+    workdir: Path,
+) -> DemoAgent:  # fmt: skip
+    stats = AgentStats()
+    shipper_settings = ShipperSettings(
+        url=url,
+        token=token,
+        spool_dir=workdir / "spool" / node.name,
+        batch_interval_seconds=batch_interval(args),
+    )
+    shipper = Shipper(shipper_settings, node.name, stats, clock=clock)
+    tally = XidTally()
+    interval = args.step / args.speed
+    sampler = Sampler(node, stats, interval, sink=shipper, clock=clock, observers=[tally])
+    from prometheus_client import CollectorRegistry
+
+    registry = CollectorRegistry(auto_describe=True)
+    registry.register(AgentExporter(node.name, sampler.snapshot, stats, True, xid_tally=tally))
+    port = args.port + 1 + i
+    serve_metrics(registry, "127.0.0.1", port)
+    return DemoAgent(sampler, shipper, stats, f"http://127.0.0.1:{port}/metrics")
+
+
+def prerun(demo: Demo, step: float, until: float) -> None:
+    """Push simulated history from the fleet's start to ``until`` as fast as it goes."""
+    t = demo.clock()
+    while t < until:
+        demo.clock.set(t)
+        for agent in demo.agents:
+            agent.sampler.tick()
+        t += step
+        if int(t / step) % 60 == 0:  # ship every 60 samples, like a slow batch interval
+            _ship_and_apply(demo)
+    demo.clock.set(until)
+    _ship_and_apply(demo)
+
+
+def _ship_and_apply(demo: Demo) -> None:
+    for agent in demo.agents:
+        agent.shipper.flush()
+    demo.collector.pipeline.tick()
+    demo.collector.pipeline.evaluate_if_due()
+
+
+def run(args: argparse.Namespace) -> int:
+    for noisy in ("httpx", "apscheduler", "collector.http.app", "agent.shipper"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    with tempfile.TemporaryDirectory(prefix="gpufleet-demo-") as tmp:
+        demo = build_demo(args, Path(tmp))
+        server = serve(demo.collector)
+        try:
+            prerun(demo, args.step, time.time())
+            demo.clock.run(args.speed)
+            stop = threading.Event()
+            threads = _start_agents(demo, stop)
+            demo.collector.start_jobs(apply_every_seconds=0.5, check_every_seconds=0.5)
+            run_live(demo, args, stop)
+            stop.set()
+            for thread in threads:
+                thread.join(timeout=5)
+            for agent in demo.agents:
+                agent.shipper.close()
+            demo.collector.pipeline.tick(flush=True)
+            demo.collector.pipeline.evaluate(demo.clock())
+            print_summary(demo, final=True)
+        finally:
+            server.should_exit = True
+            demo.collector.stop()
+    return 0
+
+
+def _start_agents(demo: Demo, stop: threading.Event) -> list[threading.Thread]:
+    threads = []
+    for agent in demo.agents:
+        for target in (agent.sampler.run, agent.shipper.run):
+            thread = threading.Thread(target=target, args=(stop,), daemon=True)
+            thread.start()
+            threads.append(thread)
+    return threads

@@ -1,0 +1,54 @@
+"""``gpufleet`` command line: agent, collector, demo, replay, report."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from collector.ledger.records import LedgerError
+from gpufleet.settings import ConfigError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gpufleet", description=__doc__)
+    parser.add_argument(
+        "--log-level", default="INFO", type=str.upper, choices=["DEBUG", "INFO", "WARNING", "ERROR"]
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    from gpufleet.cli import agent, collector, dashboards, demo, replay, report
+
+    for module in (agent, collector, demo, replay, report, dashboards):
+        module.add_parser(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    # one line per HTTP request (every shipped batch, every scheduler run) drowns the rest;
+    # --log-level DEBUG shows them again
+    for chatty in ("httpx", "httpcore", "apscheduler"):
+        level = logging.DEBUG if logging.root.level <= logging.DEBUG else logging.WARNING
+        logging.getLogger(chatty).setLevel(level)
+    try:
+        result: int = args.run(args)
+    except ConfigError as err:
+        print(f"gpufleet {args.command}: configuration error: {err}", file=sys.stderr)
+        return 2
+    except LedgerError as err:  # e.g. another collector holds the ledger's intake log
+        print(f"gpufleet {args.command}: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,125 @@
+"""The idle-waste-and-recommendations dashboard.
+
+Idle GPU-hours and their cost by namespace, team and GPU model come from the collector's
+``gpufleet_workload_idle_gpu_seconds_total`` and ``gpufleet_workload_waste_total``
+(ledger totals per workload and model; unallocated GPUs as the empty workload); a rate of
+idle GPU-seconds is the average number of idle GPUs.
+"""
+
+from __future__ import annotations
+
+from gpufleet.dashboards.fleet import MONEY, WASTE_UID, currency_variable
+from gpufleet.dashboards.grafana import Json, Panel, Target, dashboard, query_variable
+
+IDLE = 'gpufleet_workload_idle_gpu_seconds_total{k8s_namespace_name=~"$namespace"}'
+NS_WASTE = 'gpufleet_workload_waste_total{currency="$currency", k8s_namespace_name=~"$namespace"}'
+
+
+def idle_waste() -> Json:
+    namespace = query_variable(
+        "namespace",
+        "Namespace",
+        "label_values(gpufleet_workload_idle_gpu_seconds_total, k8s_namespace_name)",
+        multi=True,
+    )
+    return dashboard(
+        WASTE_UID,
+        "gpufleet / Idle waste and recommendations",
+        "Idle GPU-hours and their cost by namespace, team and GPU model; open "
+        "recommendations and what they would save.",
+        [*_idle_trends(), *_idle_tables(), *_recommendations()],
+        [currency_variable(), namespace],
+    )
+
+
+def _idle_rate(by: str, legend: str) -> Panel:
+    return Panel(
+        "timeseries",
+        f"Idle GPUs by {legend}",
+        f"Idle GPU-hours per hour by {legend}: the average number of idle GPUs.",
+        "none",
+        (Target(f"sum by ({by}) (rate({IDLE}[$__rate_interval]))", f"{{{{{by}}}}}"),),
+        width=8,
+    )
+
+
+def _cost_rate(by: str, legend: str) -> Panel:
+    return Panel(
+        "timeseries",
+        f"Idle cost by {legend} ($currency/h)",
+        f"Cost of idle GPU time per hour by {legend}.",
+        "short",
+        (Target(f"sum by ({by}) (rate({NS_WASTE}[$__rate_interval])) * 3600", f"{{{{{by}}}}}"),),
+        width=8,
+        defaults=MONEY,
+    )
+
+
+def _idle_trends() -> list[Panel]:
+    return [
+        _idle_rate("k8s_namespace_name", "namespace"),
+        _idle_rate("team", "team"),
+        _idle_rate("model", "GPU model"),
+        _cost_rate("k8s_namespace_name", "namespace"),
+        _cost_rate("team", "team"),
+        _cost_rate("model", "GPU model"),
+    ]
+
+
+def _idle_tables() -> list[Panel]:
+    by = "k8s_namespace_name, team, model"
+    return [
+        Panel(
+            "table",
+            "Idle GPU-hours by namespace, team and model",
+            "Idle GPU-hours in the dashboard's time range.",
+            "h",
+            (Target(f"sum by ({by}) (increase({IDLE}[$__range])) / 3600", "", instant=True),),
+            defaults={"decimals": 1},
+        ),
+        Panel(
+            "table",
+            "Idle cost by namespace, team and model ($currency)",
+            "Cost of idle GPU time in the dashboard's time range.",
+            "short",
+            (Target(f"sum by ({by}) (increase({NS_WASTE}[$__range]))", "", instant=True),),
+            defaults=MONEY,
+        ),
+    ]
+
+
+def _recommendations() -> list[Panel]:
+    return [
+        Panel(
+            "bargauge",
+            "Open recommendations by kind",
+            "Recommendations open or notified: release_idle, scale_down, right_size, "
+            "pricing_plan, consolidate.",
+            "none",
+            (Target("gpufleet_recommendations_open", "{{kind}}", instant=True),),
+            width=8,
+        ),
+        Panel(
+            "bargauge",
+            "Savings of open recommendations ($currency/month)",
+            "Estimated monthly saving if every open recommendation of the kind were acted on.",
+            "short",
+            (
+                Target(
+                    'gpufleet_recommendation_savings_per_month{currency="$currency"}',
+                    "{{kind}}",
+                    instant=True,
+                ),
+            ),
+            width=8,
+            defaults={"decimals": 0},
+        ),
+        Panel(
+            "timeseries",
+            "Open recommendations over time",
+            "Open or notified recommendations by kind.",
+            "none",
+            (Target("sum by (kind) (gpufleet_recommendations_open)", "{{kind}}"),),
+            width=8,
+        ),
+    ]

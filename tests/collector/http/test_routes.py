@@ -1,0 +1,188 @@
+"""The read routes, dismissal and the published documents, through Starlette's AsgiClient."""
+
+from __future__ import annotations
+
+import pytest
+from openapi_spec_validator import validate
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import Route
+
+from collector.backend import WorkloadReport
+from collector.config import CollectorSettings, ServerSettings
+from collector.http.app import create_app
+from collector.records import (
+    GpuState,
+    GpuView,
+    RecommendationKind,
+    RecommendationStatus,
+    Usage,
+    WorkloadRef,
+)
+from tests.collector.http.test_app_fake import NOW, AsgiClient, FakeBackend, make_recommendation
+
+TOKEN = "read-token-0123456789abcdef"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+POD = WorkloadRef(key="pod:ml/notebook-7", kind="kubernetes_pod", name="notebook-7",
+                  namespace="ml", team="vision")  # fmt: skip
+
+
+@pytest.fixture
+def backend() -> FakeBackend:
+    views = [
+        GpuView(uuid="GPU-1", node="n1", index=0, model="H100", name="NVIDIA H100",
+                state=GpuState.ALLOCATED_IDLE, last_seen=NOW - 1, workloads=(POD,),
+                idle_since=NOW - 600, sm_activity=0.0, power_watts=70.0),
+        GpuView(uuid="GPU-2", node="n1", index=1, model="H100", name="NVIDIA H100",
+                state=GpuState.ACTIVE, last_seen=NOW - 1, sm_activity=0.9, power_watts=650.0),
+        GpuView(uuid="GPU-3", node="n2", index=0, model="L4", name="NVIDIA L4",
+                state=GpuState.UNKNOWN, last_seen=NOW - 900, sm_activity=0.5, power_watts=50.0),
+    ]  # fmt: skip
+    usage = Usage(active_seconds=3600.0, idle_seconds=1800.0, energy_joules=2.0e6,
+                  idle_cost=4.5, carbon_grams=250.0)  # fmt: skip
+    report = WorkloadReport(key=POD.key, kind=POD.kind, name=POD.name, namespace="ml",
+                            team="vision", user="", currency="CNY", usage=usage,
+                            gpu_models=("H100",), idle_episodes=2,
+                            longest_idle_seconds=1200.0)  # fmt: skip
+    recs = {
+        "r1": make_recommendation("r1", RecommendationKind.RELEASE_IDLE, 900.0),
+        "r2": make_recommendation("r2", RecommendationKind.SCALE_DOWN, 300.0),
+    }
+    return FakeBackend(views=views, reports=[report], recs=recs)
+
+
+@pytest.fixture
+def client(backend: FakeBackend) -> AsgiClient:
+    settings = CollectorSettings(server=ServerSettings())
+    return AsgiClient(create_app(backend, settings, [TOKEN], clock=lambda: NOW))
+
+
+def test_fleet_lists_every_gpu_with_its_state_and_a_summary(client: AsgiClient) -> None:
+    body = client.get("/v1/fleet", headers=AUTH).json()
+    assert body["now"] == NOW
+    assert [(g["uuid"], g["state"]) for g in body["gpus"]] == [
+        ("GPU-1", "allocated_idle"), ("GPU-2", "active"), ("GPU-3", "unknown")
+    ]  # fmt: skip
+    assert body["gpus"][0]["idle_since"] == NOW - 600
+    assert body["gpus"][0]["workloads"][0]["key"] == "pod:ml/notebook-7"
+    summary = body["summary"]
+    assert summary["gpus_by_state"] == {"active": 1, "allocated_idle": 1, "unallocated": 0,
+                                        "unknown": 1}  # fmt: skip
+    # the unknown L4 is left out: its readings are stale
+    assert summary["utilisation_ratio"] == pytest.approx((0.0 + 0.9) / 2)
+    assert summary["power_watts"] == pytest.approx(720.0)
+
+
+def test_workloads_default_to_the_last_24_hours(client: AsgiClient, backend: FakeBackend) -> None:
+    body = client.get("/v1/workloads", headers=AUTH).json()
+    assert backend.workload_calls == [(NOW - 86400, NOW)]
+    assert (body["start"], body["end"]) == (NOW - 86400, NOW)
+    [row] = body["workloads"]
+    assert (row["key"], row["currency"], row["idle_episodes"]) == ("pod:ml/notebook-7", "CNY", 2)
+    assert row["usage"]["idle_cost"] == 4.5
+    assert row["longest_idle_seconds"] == 1200.0
+
+
+@pytest.mark.parametrize(
+    ("query", "window"),
+    [
+        ("start=1767139200&end=1767225600", (1767139200.0, 1767225600.0)),
+        ("start=2025-12-31T00:00:00Z&end=2026-01-01T00:00:00Z", (1767139200.0, 1767225600.0)),
+        ("start=2025-12-31T08:00:00%2B08:00", (1767139200.0, NOW)),
+        ("start=2025-12-31", (1767139200.0, NOW)),
+        ("end=1767222000", (1767222000.0 - 86400, 1767222000.0)),
+    ],
+)
+def test_workload_windows_take_unix_seconds_or_iso_8601(
+    client: AsgiClient, backend: FakeBackend, query: str, window: tuple[float, float]
+) -> None:
+    assert client.get(f"/v1/workloads?{query}", headers=AUTH).status_code == 200
+    assert backend.workload_calls == [window]
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [
+        ("start=yesterday", "start"),
+        ("end=2026-13-01", "end"),
+        ("start=nan", "start"),
+        ("start=-5", "start"),
+        ("start=1767225600&end=1767139200", "start"),
+    ],
+)
+def test_bad_windows_are_422_naming_the_parameter(
+    client: AsgiClient, backend: FakeBackend, query: str, field: str
+) -> None:
+    response = client.get(f"/v1/workloads?{query}", headers=AUTH)
+    assert response.status_code == 422
+    assert response.json()["field"] == field
+    assert backend.workload_calls == []
+
+
+def test_recommendations_default_to_open_and_notified(
+    client: AsgiClient, backend: FakeBackend
+) -> None:
+    body = client.get("/v1/recommendations", headers=AUTH).json()
+    assert body["statuses"] == ["open", "notified"]
+    assert [r["id"] for r in body["recommendations"]] == ["r1", "r2"]
+    assert body["recommendations"][0]["savings"]["money_per_month"] == 900.0
+    assert backend.status_calls == [(RecommendationStatus.OPEN, RecommendationStatus.NOTIFIED)]
+
+
+def test_recommendation_status_filter(client: AsgiClient, backend: FakeBackend) -> None:
+    assert (
+        client.get("/v1/recommendations?status=dismissed", headers=AUTH).json()["recommendations"]
+        == []
+    )
+    assert client.get("/v1/recommendations?status=all", headers=AUTH).status_code == 200
+    assert backend.status_calls == [(RecommendationStatus.DISMISSED,), tuple(RecommendationStatus)]
+    response = client.get("/v1/recommendations?status=open,later", headers=AUTH)
+    assert response.status_code == 422
+    assert "'later'" in response.json()["error"]
+
+
+def test_dismissing_a_recommendation(client: AsgiClient, backend: FakeBackend) -> None:
+    assert client.post("/v1/recommendations/r1/dismiss").status_code == 401
+    missing = client.post("/v1/recommendations/nope/dismiss", headers=AUTH)
+    assert (missing.status_code, missing.json()["field"]) == (404, "rec_id")
+    done = client.post("/v1/recommendations/r1/dismiss", headers=AUTH)
+    assert (done.status_code, done.json()["status"]) == (200, "dismissed")
+    assert done.json()["updated_at"] == NOW
+    assert backend.recs["r1"].status is RecommendationStatus.DISMISSED
+
+
+def test_get_on_the_ingest_route_is_405_json(client: AsgiClient) -> None:
+    response = client.get("/v1/batches", headers=AUTH)
+    assert response.status_code == 405
+    assert response.json()["error"] == "Method Not Allowed"
+
+
+def test_the_openapi_document_is_valid_and_lists_every_route(client: AsgiClient) -> None:
+    document = client.get("/openapi.json").json()
+    validate(document)  # raises on an invalid OpenAPI 3.1 document
+    routes = {
+        (route.path, method.lower())
+        for route in client.app.routes  # type: ignore[attr-defined]
+        if isinstance(route, Route)
+        for method in (route.methods or ()) - {"HEAD"}
+    }
+    documented = {(path, method) for path, ops in document["paths"].items() for method in ops}
+    assert documented == routes
+    batch = document["components"]["schemas"]["Batch"]
+    assert {"node", "agent_boot_id", "seq", "samples"} <= set(batch["required"])
+
+
+def test_docs_page_links_the_document(client: AsgiClient) -> None:
+    page = client.get("/docs")
+    assert page.headers["content-type"].startswith("text/html")
+    assert "href='/openapi.json'" in page.text
+    assert "POST /v1/batches" in page.text
+
+
+def test_extra_routes_are_served(backend: FakeBackend) -> None:
+    async def hello(request: Request) -> Response:
+        return PlainTextResponse("hello")
+
+    settings = CollectorSettings(server=ServerSettings(allow_anonymous=True))
+    app = create_app(backend, settings, [], extra_routes=[Route("/", hello)])
+    assert AsgiClient(app).get("/").text == "hello"

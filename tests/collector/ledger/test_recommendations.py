@@ -1,0 +1,74 @@
+"""Recommendations survive the ledger intact; dismissal is sticky."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from collector.ledger.store import Ledger, LedgerError
+from collector.records import Recommendation, RecommendationKind, RecommendationStatus, Savings
+
+OPEN = RecommendationStatus.OPEN
+
+
+def rec(rid: str, money: float, status: RecommendationStatus = OPEN) -> Recommendation:
+    return Recommendation(
+        id=rid,
+        kind=RecommendationKind.RELEASE_IDLE,
+        subject="pod:ml/notebook-7",
+        title="Release 2 idle H100s",
+        evidence={"idle_seconds": 3600.5, "gpus": ["G1", "G2"], "window": {"start": 1.0}},
+        savings=Savings(money, 12.5, 4.25, "CNY", money_per_hour=money / 730),
+        status=status,
+        opened_at=100.0,
+        updated_at=200.0,
+        gpu_uuids=("G1", "G2"),
+        node="n1",
+        workload_key="pod:ml/notebook-7",
+        namespace="ml",
+    )
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Ledger:
+    return Ledger.open(str(tmp_path / "ledger.db"))
+
+
+def test_round_trip_is_exact_and_sorted_by_saving(ledger: Ledger) -> None:
+    small, big = rec("a", 10.0), rec("b", 99.0, RecommendationStatus.NOTIFIED)
+    ledger.upsert_recommendations([small, big])
+    assert ledger.recommendations() == [big, small]
+    assert ledger.recommendations([OPEN]) == [small]
+    assert ledger.recommendations([]) == []
+    assert ledger.get_recommendation("a") == small
+    assert ledger.get_recommendation("nope") is None
+
+
+def test_upsert_updates_in_place(ledger: Ledger) -> None:
+    ledger.upsert_recommendations([rec("a", 10.0)])
+    resolved = replace(rec("a", 5.0), status=RecommendationStatus.RESOLVED, resolved_at=300.0)
+    ledger.upsert_recommendations([resolved])
+    assert ledger.recommendations() == [resolved]
+
+
+def test_dismiss_sticks_through_reevaluation(ledger: Ledger) -> None:
+    ledger.upsert_recommendations([rec("a", 10.0)])
+    dismissed = ledger.dismiss_recommendation("a", now=500.0, by="alice")
+    assert dismissed is not None
+    assert dismissed.status is RecommendationStatus.DISMISSED
+    assert (dismissed.updated_at, dismissed.resolved_at) == (500.0, 500.0)
+    assert dismissed.evidence["dismissed_by"] == "alice"
+    ledger.upsert_recommendations([replace(rec("a", 20.0), updated_at=600.0)])
+    again = ledger.get_recommendation("a")
+    assert again is not None and again.status is RecommendationStatus.DISMISSED
+    assert again.savings.money_per_month == 20.0 and again.resolved_at == 500.0
+    assert ledger.dismiss_recommendation("nope", now=1.0) is None
+
+
+def test_unencodable_evidence_is_a_ledger_error(ledger: Ledger) -> None:
+    bad = replace(rec("a", 1.0), evidence={"x": object()})
+    with pytest.raises(LedgerError, match="recommendation a"):
+        ledger.upsert_recommendations([bad, rec("b", 1.0)])
+    assert ledger.recommendations() == []

@@ -1,0 +1,256 @@
+"""The console in headless Chromium (Debian's chromium, driven by Playwright) against a
+running ``gpufleet demo``: every page loads without console errors in both languages, and
+every figure it shows equals what the API answers for the same moment."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.collector.web.demo_process import CHROMIUM, CHROMIUM_ARGS, RunningDemo, running_demo
+from tests.e2e.test_demo_command import free_port_block
+
+sync_api = pytest.importorskip("playwright.sync_api")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian package chromium is not installed"),
+]
+
+PAGES = ["/ui/", "/ui/idle", "/ui/recommendations", "/ui/energy"]
+WASTING = ("allocated_idle", "unallocated")
+
+
+@pytest.fixture(scope="module")
+def demo() -> Iterator[RunningDemo]:
+    with running_demo(free_port_block(5)) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with sync_api.sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+class Tab:
+    """One signed-in browser tab that records console errors and uncaught exceptions."""
+
+    def __init__(self, browser: Any, demo: RunningDemo, lang: str = "en", scheme: str = "light"):
+        self.context = browser.new_context(viewport={"width": 1280, "height": 800},
+                                           color_scheme=scheme, locale="en-US")  # fmt: skip
+        self.context.add_init_script(f"localStorage.setItem('gpufleet.lang', '{lang}')")
+        self.page = self.context.new_page()
+        self.errors: list[str] = []
+        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.demo = demo
+        self.open(demo.console_url.replace(demo.url, ""))
+
+    def open(self, path: str) -> Any:
+        self.page.goto(self.demo.url + path)
+        self.page.wait_for_selector("body[data-ready='1']", timeout=20_000)
+        return self.page
+
+    def figure(self, name: str) -> float:
+        return number(self.page.locator(f"[data-figure='{name}']").inner_text())
+
+    def close(self) -> None:
+        self.context.close()
+
+
+@pytest.fixture
+def tab(browser: Any, demo: RunningDemo) -> Iterator[Tab]:
+    opened = Tab(browser, demo)
+    yield opened
+    opened.close()
+    assert opened.errors == []
+
+
+def api(demo: RunningDemo, path: str, **params: object) -> Any:
+    headers = {"Authorization": f"Bearer {demo.token}"}
+    response = httpx.get(demo.url + path, params=params, headers=headers, timeout=10)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def number(text: str) -> float:
+    return float(re.sub(r"[^0-9.\-]", "", text))
+
+
+def shown(text_or_value: float | str, expected: float, digits: int) -> bool:
+    """The page's figure is ``expected`` rounded to ``digits`` decimals."""
+    value = number(text_or_value) if isinstance(text_or_value, str) else text_or_value
+    return abs(value - expected) <= 0.5 * 10**-digits + 1e-9
+
+
+def today(now: float) -> dict[str, float]:
+    start = now // 86400 * 86400
+    return {"start": start, "end": max(now, start + 1)}
+
+
+def test_every_page_loads_without_console_errors_in_both_languages_at_laptop_width(
+    browser: Any, demo: RunningDemo
+) -> None:
+    workload = next(g for g in api(demo, "/v1/fleet")["gpus"] if g["workloads"])["workloads"][0]
+    paths = [*PAGES, "/ui/workload?" + httpx.QueryParams(key=workload["key"]).__str__()]
+    for lang, fleet_word in (("en", "Fleet"), ("zh", "集群")):
+        tab = Tab(browser, demo, lang=lang)
+        for path in paths:
+            page = tab.open(path)
+            assert page.locator("[data-nav='fleet']").inner_text() == fleet_word
+            assert page.evaluate("document.documentElement.scrollWidth") <= 1280, path
+            assert demo.token not in page.content()
+        tab.close()
+        assert tab.errors == [], lang
+
+
+def test_fleet_page_figures_equal_the_api(tab: Tab, demo: RunningDemo) -> None:
+    page = tab.open("/ui/")
+    fleet = api(demo, "/v1/fleet")
+    usage = api(demo, "/v1/gpus/usage", **today(fleet["now"]))
+    price = {g["uuid"]: g["price_per_hour"] for g in usage["gpus"]}
+    summary = fleet["summary"]
+    assert tab.figure("gpus") == len(fleet["gpus"]) == 32
+    assert shown(tab.figure("utilisation"), summary["utilisation_ratio"] * 100, 1)
+    assert shown(tab.figure("power"), summary["power_watts"] / 1000, 2)
+    waste_now = sum(price[g["uuid"]] for g in fleet["gpus"] if g["state"] in WASTING)
+    assert waste_now > 0 and shown(tab.figure("waste-now"), waste_now, 2)
+    waste_today = sum(g["usage"]["idle_cost"] for g in usage["gpus"])
+    assert waste_today > 0 and shown(tab.figure("waste-today"), waste_today, 2)
+    for state, count in summary["gpus_by_state"].items():
+        assert tab.figure(f"state-{state}") == count
+    pairs = "ts => ts.map(t => [t.dataset.uuid, t.dataset.state])"
+    tiles = page.locator(".tile").evaluate_all(pairs)
+    assert dict(tiles) == {g["uuid"]: g["state"] for g in fleet["gpus"]}
+
+
+def test_idle_page_lists_the_idle_gpus_with_holder_price_and_energy(
+    tab: Tab, demo: RunningDemo
+) -> None:
+    page = tab.open("/ui/idle")
+    fleet = api(demo, "/v1/fleet")
+    usage = {g["uuid"]: g for g in api(demo, "/v1/gpus/usage", **today(fleet["now"]))["gpus"]}
+    idle = {g["uuid"]: g for g in fleet["gpus"] if g["state"] in WASTING}
+    rows = page.locator("[data-table='idle'] tbody tr")
+    assert tab.figure("idle-count") == rows.count() == len(idle) > 0
+    for i in range(rows.count()):
+        row = rows.nth(i)
+        gpu = idle[row.get_attribute("data-uuid")]
+        holders = [w["key"] for w in gpu["workloads"]] or ["(unallocated)"]
+        assert row.locator("[data-col='holder']").inner_text() == ", ".join(holders)
+        assert shown(row.locator("[data-col='price']").inner_text(),
+                     usage[gpu["uuid"]]["price_per_hour"], 2)  # fmt: skip
+        idle_kwh = usage[gpu["uuid"]]["usage"]["idle_energy_joules"] / 3.6e6
+        assert shown(row.locator("[data-col='idle-energy']").inner_text(), idle_kwh, 2)
+        assert shown(row.locator("[data-col='power']").inner_text(), gpu["power_watts"], 0)
+
+
+def test_workload_page_charts_hold_the_series_the_api_answers(tab: Tab, demo: RunningDemo) -> None:
+    fleet = api(demo, "/v1/fleet")
+    key = next(g for g in fleet["gpus"] if g["workloads"] and g["state"] == "active")[
+        "workloads"][0]["key"]  # fmt: skip
+    page = tab.open("/ui/workload?" + str(httpx.QueryParams(key=key)))
+    now = fleet["now"]
+    report = next(w for w in api(demo, "/v1/workloads", start=now - 86400, end=now)["workloads"]
+                  if w["key"] == key)  # fmt: skip
+    assert shown(tab.figure("energy"), report["usage"]["energy_joules"] / 3.6e6, 2)
+    assert shown(tab.figure("carbon"), report["usage"]["carbon_grams"] / 1000, 2)
+    assert tab.figure("episodes") == report["idle_episodes"]
+    held = [g for g in fleet["gpus"] if any(w["key"] == key for w in g["workloads"])]
+    assert tab.figure("gpus-now") == len(held)
+    charts = {
+        "activity": ("sm_activity", 100.0),
+        "power": ("power_watts", 1.0),
+        "memory": ("memory_used_bytes", 2.0**-30),
+    }  # shown as %, W and GiB
+    for chart, (field, scale) in charts.items():
+        paths = page.locator(f"[data-chart='{chart}'] path.line")
+        assert paths.count() == len(held)
+        for i, gpu in enumerate(held):
+            series = api(demo, f"/v1/gpus/{gpu['uuid']}/series", start=now - 6 * 3600, end=now + 1)
+            points = [p[field] for p in series["points"] if p[field] is not None]
+            assert len(points) >= 100  # two simulated hours at one bucket a minute
+            assert int(paths.nth(i).get_attribute("data-points")) == len(points)
+            last = page.locator(f"[data-chart='{chart}'] li").nth(i).locator("[data-last]")
+            assert float(last.get_attribute("data-last")) == pytest.approx(points[-1] * scale)
+
+
+def test_energy_page_by_namespace_equals_the_api(tab: Tab, demo: RunningDemo) -> None:
+    page = tab.open("/ui/energy")
+    now = api(demo, "/v1/fleet")["now"]
+    workloads = api(demo, "/v1/workloads", **today(now))["workloads"]
+    gpus = api(demo, "/v1/gpus/usage", **today(now))["gpus"]
+    fleet_joules = sum(g["usage"]["energy_joules"] for g in gpus)
+    assert shown(tab.figure("energy"), fleet_joules / 3.6e6, 2)
+    expected: dict[str, float] = {}
+    for w in workloads:
+        name = w["namespace"] or "(none)"
+        expected[name] = expected.get(name, 0.0) + w["usage"]["energy_joules"]
+    expected["(unallocated)"] = fleet_joules - sum(w["usage"]["energy_joules"] for w in workloads)
+    rows = page.locator("[data-table='namespace'] tbody tr")
+    shown_rows = {rows.nth(i).get_attribute("data-group"): rows.nth(i) for i in range(rows.count())}
+    assert set(shown_rows) == set(expected)
+    for name, joules in expected.items():
+        assert shown(shown_rows[name].locator("[data-col='kwh']").inner_text(), joules / 3.6e6, 2)
+
+
+def test_recommendations_page_shows_savings_and_dismisses(tab: Tab, demo: RunningDemo) -> None:
+    page = tab.open("/ui/recommendations")
+    recs = api(demo, "/v1/recommendations")["recommendations"]
+    rows = page.locator("[data-table='recommendations'] tbody tr")
+    assert [rows.nth(i).get_attribute("data-rec") for i in range(rows.count())] == [
+        r["id"] for r in recs] and recs  # fmt: skip
+    for i, rec in enumerate(recs):
+        for col, field in (("money", "money_per_month"), ("kwh", "energy_kwh_per_month"),
+                           ("kg", "carbon_kg_per_month")):  # fmt: skip
+            assert shown(rows.nth(i).locator(f"[data-col='{col}']").inner_text(),
+                         rec["savings"][field], 0)  # fmt: skip
+    assert shown(tab.figure("rec-money"), sum(r["savings"]["money_per_month"] for r in recs), 0)
+    victim = recs[-1]["id"]
+    page.locator(f"[data-dismiss='{victim}']").click()
+    page.wait_for_selector(f"tr[data-rec='{victim}']", state="detached", timeout=10_000)
+    assert victim not in [r["id"] for r in api(demo, "/v1/recommendations")["recommendations"]]
+    every = api(demo, "/v1/recommendations", status="all")["recommendations"]
+    assert next(r for r in every if r["id"] == victim)["status"] == "dismissed"
+
+
+def test_console_asks_for_the_token_and_refuses_a_wrong_one(
+    browser: Any, demo: RunningDemo
+) -> None:
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    page.goto(demo.url + "/ui/")
+    page.wait_for_selector("body[data-ready='login']")
+    assert page.locator("#login").is_visible() and page.locator("#main").is_hidden()
+    page.fill("#token", "not-the-token")
+    page.click("#login button[type=submit]")
+    page.wait_for_selector("#login-error:not([hidden])")
+    assert "refused" in page.locator("#login-error").inner_text()
+    page.fill("#token", demo.token)
+    page.click("#login button[type=submit]")
+    page.wait_for_selector("body[data-ready='1']")
+    assert page.locator("[data-figure='gpus']").inner_text() == "32"
+    assert demo.token not in page.content() and demo.token not in page.url
+    assert page.evaluate("sessionStorage.getItem('gpufleet.token')") == demo.token
+    page.click("#signout")
+    assert page.evaluate("sessionStorage.getItem('gpufleet.token')") is None
+    context.close()
+
+
+SCHEMES = [("light", "rgb(246, 247, 249)"), ("dark", "rgb(18, 21, 27)")]
+
+
+@pytest.mark.parametrize(("scheme", "background"), SCHEMES)
+def test_light_and_dark_follow_the_system(
+    browser: Any, demo: RunningDemo, scheme: str, background: str
+) -> None:
+    tab = Tab(browser, demo, scheme=scheme)
+    assert tab.page.evaluate("getComputedStyle(document.body).backgroundColor") == background
+    tab.close()
+    assert tab.errors == []
