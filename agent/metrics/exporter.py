@@ -84,7 +84,7 @@ class XidTally:
 
 
 @dataclass(frozen=True)
-class GpuView:
+class ScrapedGpu:
     """What one scrape knows about one GPU or MIG instance."""
 
     node: str
@@ -143,7 +143,7 @@ _TYPED: dict[str, Callable[[GpuSample], tuple[tuple[str, float | None], ...]]] =
 }
 
 
-def gpu_readings(spec: MetricSpec, view: GpuView) -> list[Reading]:
+def gpu_readings(spec: MetricSpec, view: ScrapedGpu) -> list[Reading]:
     """(label values, value) rows of one catalogue family for one GPU; [] when unknown."""
     info, sample = view.info, view.sample
     if spec.name == "gpufleet_gpu_info":
@@ -175,7 +175,7 @@ def _info_extras(info: GpuInfo) -> tuple[str, ...]:
     return tuple(value or "" for value in fields)
 
 
-def _workload_info_labels(view: GpuView, workload: Workload) -> tuple[str, ...]:
+def _workload_info_labels(view: ScrapedGpu, workload: Workload) -> tuple[str, ...]:
     head = (view.node, str(view.info.index), view.info.uuid, workload.kind.value, workload.key)
     return head + workload_label_values(workload)
 
@@ -223,7 +223,7 @@ class AgentExporter(Collector):
             yield from dcgm_families(self._node, self._dcgm_inputs(views), self._count_error)
         yield from self._agent_families(self._stats.snapshot())
 
-    def _views(self) -> list[GpuView]:
+    def _views(self) -> list[ScrapedGpu]:
         try:
             infos, samples = self._snapshot()
         except Exception:
@@ -237,9 +237,9 @@ class AgentExporter(Collector):
             self._count_error(uuid, "gpufleet_gpu_info")
         return [self._view(info, by_uuid.get(info.uuid)) for info in infos]
 
-    def _view(self, info: GpuInfo, sample: GpuSample | None) -> GpuView:
+    def _view(self, info: GpuInfo, sample: GpuSample | None) -> ScrapedGpu:
         workloads = sample.workloads if sample is not None else ()
-        return GpuView(
+        return ScrapedGpu(
             node=self._node,
             info=info,
             sample=sample,
@@ -247,7 +247,7 @@ class AgentExporter(Collector):
             xid_counts=self._xids.counts(info.uuid),
         )
 
-    def _add_gpu(self, families: FamilySet, view: GpuView) -> None:
+    def _add_gpu(self, families: FamilySet, view: ScrapedGpu) -> None:
         for spec in GPU_METRICS:
             try:
                 rows = [(labels, float(value)) for labels, value in gpu_readings(spec, view)]
@@ -262,7 +262,7 @@ class AgentExporter(Collector):
                 except ValueError:
                     self._count_error(view.info.uuid, spec.name)
 
-    def _dcgm_inputs(self, views: Sequence[GpuView]) -> list[DcgmInput]:
+    def _dcgm_inputs(self, views: Sequence[ScrapedGpu]) -> list[DcgmInput]:
         by_uuid = {view.info.uuid: view.info for view in views}
         return [
             DcgmInput(
