@@ -71,6 +71,7 @@ class Sampler:
         samples = self._source.read(self._clock())
         if self._annotator is not None:
             samples = self._annotator.annotate(gpus, samples)
+        # the one place a read is counted: the sampler sees every source (NVML, simulated, replay)
         unhealthy = sum(1 for s in samples if not s.healthy)
         self._stats.record_read(self._monotonic() - started, unhealthy_gpus=unhealthy)
         with self._lock:

@@ -102,15 +102,15 @@ class NvmlSource:
             return [info for state in self._states() for info in state.infos]
 
     def read(self, now: float) -> list[GpuSample]:
-        """One sample per GPU and MIG instance, timestamped ``now`` (Unix seconds)."""
+        """One sample per GPU and MIG instance, timestamped ``now`` (Unix seconds).
+
+        The read itself (count, wall time, unhealthy GPUs) is recorded by the Sampler,
+        which times every source alike; this source records only its field errors.
+        """
         with self._lock:
-            started = time.perf_counter()
             self._ensure_started()
             self._reinit_if_due()
-            samples = self._read_all(now)
-            unhealthy = sum(1 for sample in samples if not sample.healthy)
-            self._stats.record_read(time.perf_counter() - started, unhealthy)
-            return samples
+            return self._read_all(now)
 
     def close(self) -> None:
         """Free GPM buffers and event sets, shut NVML down, let the worker threads end."""
