@@ -44,7 +44,9 @@ CLOSE_BUDGET_SECONDS = 2.0
 _ENDPOINT_4XX = frozenset({404, 405, 408, 415, 425, 429})
 
 
-class Outcome(enum.Enum):
+class ShipOutcome(enum.Enum):
+    """What one attempt to ship a batch to the collector came to."""
+
     ACKED = "acked"
     #: the collector will never accept this batch: drop it and count it
     REJECTED = "rejected"
@@ -54,15 +56,15 @@ class Outcome(enum.Enum):
     RETRY = "retry"
 
 
-def classify(status_code: int) -> Outcome:
+def classify(status_code: int) -> ShipOutcome:
     """What an HTTP status means for the batch (a 2xx still needs a valid ack)."""
     if 200 <= status_code < 300:
-        return Outcome.ACKED
+        return ShipOutcome.ACKED
     if status_code in (401, 403):
-        return Outcome.UNAUTHORIZED
+        return ShipOutcome.UNAUTHORIZED
     if 400 <= status_code < 500 and status_code not in _ENDPOINT_4XX:
-        return Outcome.REJECTED
-    return Outcome.RETRY
+        return ShipOutcome.REJECTED
+    return ShipOutcome.RETRY
 
 
 def backoff_delay(failures: int, initial: float, maximum: float, rng: random.Random) -> float:
@@ -226,7 +228,7 @@ class Shipper:
             if body is None:
                 continue
             outcome = self._deliver(body, entry.boot_id, entry.seq, timeout)
-            if outcome in (Outcome.UNAUTHORIZED, Outcome.RETRY):
+            if outcome in (ShipOutcome.UNAUTHORIZED, ShipOutcome.RETRY):
                 self._drop_unspooled()
                 return _SendResult(acked, failed=True)
             with self._spool_lock:
@@ -241,7 +243,7 @@ class Shipper:
         failed = False
         for batch in batches:
             outcome = self._deliver(gzip_batch(batch), batch.agent_boot_id, batch.seq, timeout)
-            failed = failed or outcome in (Outcome.UNAUTHORIZED, Outcome.RETRY)
+            failed = failed or outcome in (ShipOutcome.UNAUTHORIZED, ShipOutcome.RETRY)
             acked += self._settle(outcome, len(batch.samples))
         return _SendResult(acked, failed)
 
@@ -250,37 +252,37 @@ class Shipper:
             batches, self._unspooled = self._unspooled, []
         for batch in batches:
             log.error("shipper: batch %d was in memory only and could not be sent; lost", batch.seq)
-            self._settle(Outcome.REJECTED, len(batch.samples))
+            self._settle(ShipOutcome.REJECTED, len(batch.samples))
 
-    def _settle(self, outcome: Outcome, samples: int) -> int:
+    def _settle(self, outcome: ShipOutcome, samples: int) -> int:
         """Count a batch that left the spool; 1 when it was acked."""
-        if outcome is Outcome.ACKED:
+        if outcome is ShipOutcome.ACKED:
             self._stats.record_batch_sent(samples)
             return 1
         self._stats.record_spool_drop(1, samples)
         return 0
 
-    def _deliver(self, body: bytes, boot_id: str, seq: int, timeout: float) -> Outcome:
+    def _deliver(self, body: bytes, boot_id: str, seq: int, timeout: float) -> ShipOutcome:
         try:
             response = self._client.post(
                 self._endpoint, content=body, headers=self._headers(), timeout=timeout
             )
         except httpx.HTTPError as err:
-            return self._fail(Outcome.RETRY, "network", f"collector unreachable: {err!r}")
+            return self._fail(ShipOutcome.RETRY, "network", f"collector unreachable: {err!r}")
         return self._judge(response, boot_id, seq)
 
-    def _judge(self, response: httpx.Response, boot_id: str, seq: int) -> Outcome:
+    def _judge(self, response: httpx.Response, boot_id: str, seq: int) -> ShipOutcome:
         code = response.status_code
         outcome = classify(code)
-        if outcome is Outcome.ACKED:
+        if outcome is ShipOutcome.ACKED:
             if _is_ack_for(response.content, boot_id, seq):
                 self._complaints.clear()
-                return Outcome.ACKED
-            return self._fail(Outcome.RETRY, "ack", f"HTTP {code} without an ack for seq {seq}")
-        if outcome is Outcome.UNAUTHORIZED:
+                return ShipOutcome.ACKED
+            return self._fail(ShipOutcome.RETRY, "ack", f"HTTP {code} without an ack for seq {seq}")
+        if outcome is ShipOutcome.UNAUTHORIZED:
             self._reload_token()
             return self._fail(outcome, "auth", f"the collector refused the token (HTTP {code})")
-        if outcome is Outcome.REJECTED:
+        if outcome is ShipOutcome.REJECTED:
             self._stats.record_batch_failed()
             log.error(
                 "shipper: the collector rejected batch %s/%d for good (HTTP %d: %s); dropped",
@@ -292,11 +294,11 @@ class Shipper:
             return outcome
         return self._fail(outcome, f"http-{code}", f"HTTP {code}: {_message(response)}")
 
-    def _fail(self, outcome: Outcome, kind: str, message: str) -> Outcome:
+    def _fail(self, outcome: ShipOutcome, kind: str, message: str) -> ShipOutcome:
         self._stats.record_batch_failed()
         if kind not in self._complaints:
             self._complaints.add(kind)
-            level = logging.ERROR if outcome is Outcome.UNAUTHORIZED else logging.WARNING
+            level = logging.ERROR if outcome is ShipOutcome.UNAUTHORIZED else logging.WARNING
             log.log(level, "shipper: %s; batches stay spooled and are retried", message)
         return outcome
 

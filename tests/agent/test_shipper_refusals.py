@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.shipper import Outcome, Shipper, classify
+from agent.shipper import ShipOutcome, Shipper, classify
 from agent.stats import AgentStats
 from gpufleet.settings import ConfigError
 from tests.agent.test_shipper import (
@@ -33,21 +33,21 @@ def collector() -> Iterator[FakeCollector]:
 @pytest.mark.parametrize(
     ("status", "outcome"),
     [
-        (200, Outcome.ACKED),
-        (202, Outcome.ACKED),
-        (401, Outcome.UNAUTHORIZED),
-        (403, Outcome.UNAUTHORIZED),
-        (400, Outcome.REJECTED),
-        (413, Outcome.REJECTED),
-        (422, Outcome.REJECTED),
-        (404, Outcome.RETRY),
-        (429, Outcome.RETRY),
-        (500, Outcome.RETRY),
-        (503, Outcome.RETRY),
-        (302, Outcome.RETRY),
+        (200, ShipOutcome.ACKED),
+        (202, ShipOutcome.ACKED),
+        (401, ShipOutcome.UNAUTHORIZED),
+        (403, ShipOutcome.UNAUTHORIZED),
+        (400, ShipOutcome.REJECTED),
+        (413, ShipOutcome.REJECTED),
+        (422, ShipOutcome.REJECTED),
+        (404, ShipOutcome.RETRY),
+        (429, ShipOutcome.RETRY),
+        (500, ShipOutcome.RETRY),
+        (503, ShipOutcome.RETRY),
+        (302, ShipOutcome.RETRY),
     ],
 )
-def test_status_codes_are_classified(status: int, outcome: Outcome) -> None:
+def test_status_codes_are_classified(status: int, outcome: ShipOutcome) -> None:
     assert classify(status) is outcome
 
 
