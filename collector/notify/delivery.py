@@ -31,7 +31,7 @@ from collector.notify.outbox import Outbox, Pending
 from collector.notify.routing import route
 from collector.notify.settings import Channel, NotificationSettings
 from collector.notify.stats import NotifyStats
-from collector.notify.vendor import Outcome, Request, Service, Verdict
+from collector.notify.vendor import Request, SendOutcome, Service, Verdict
 from collector.records import Recommendation
 
 log = logging.getLogger(__name__)
@@ -148,7 +148,7 @@ class Notifier:
         return False
 
     def _failed(
-        self, channel: Channel, group: Sequence[Pending], outcome: Outcome, now: float
+        self, channel: Channel, group: Sequence[Pending], outcome: SendOutcome, now: float
     ) -> None:
         ids = [p.id for p in group]
         if outcome.verdict is Verdict.PERMANENT:
@@ -172,7 +172,7 @@ class Notifier:
         log.warning("notification channel %r: %s; retrying in %.0f s", channel.name,
                     outcome.detail, until - now)  # fmt: skip
 
-    def _post(self, service: Service, request: Request) -> Outcome:
+    def _post(self, service: Service, request: Request) -> SendOutcome:
         timeout = self.settings.timeout_seconds
         outgoing = httpx.Request(
             "POST", request.url, content=request.body, headers=request.headers,
@@ -185,5 +185,5 @@ class Notifier:
             finally:
                 response.close()
         except httpx.HTTPError as err:  # the message may hold the URL: log the type only
-            return Outcome(Verdict.RETRY, None, type(err).__name__)
+            return SendOutcome(Verdict.RETRY, None, type(err).__name__)
         return service.interpret(response.status_code, response.headers, content)

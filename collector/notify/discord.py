@@ -13,8 +13,8 @@ from collector.notify.messages import Text, as_markdown
 from collector.notify.settings import Channel
 from collector.notify.vendor import (
     JSON_HEADERS,
-    Outcome,
     Request,
+    SendOutcome,
     Service,
     Verdict,
     classify_http,
@@ -45,13 +45,13 @@ def build(text: Text, channel: Channel, now: float) -> Request:
     return Request(channel.url, json_body(payload), dict(JSON_HEADERS))
 
 
-def interpret(status: int, headers: Mapping[str, str], body: bytes) -> Outcome:
+def interpret(status: int, headers: Mapping[str, str], body: bytes) -> SendOutcome:
     if status == 429:
         seconds = json_or_empty(body).get("retry_after")
         if isinstance(seconds, int | float):
-            return Outcome(Verdict.RATE_LIMITED, float(seconds), "HTTP 429")
+            return SendOutcome(Verdict.RATE_LIMITED, float(seconds), "HTTP 429")
     verdict = classify_http(status, headers, frozenset({200, 204}))
-    return verdict if verdict is not None else Outcome(Verdict.OK)
+    return verdict if verdict is not None else SendOutcome(Verdict.OK)
 
 
 def fits(text: Text, channel: Channel) -> bool:

@@ -18,8 +18,8 @@ from collector.notify.messages import Text, as_markdown
 from collector.notify.settings import Channel
 from collector.notify.vendor import (
     JSON_HEADERS,
-    Outcome,
     Request,
+    SendOutcome,
     Service,
     Verdict,
     classify_http,
@@ -72,18 +72,18 @@ def build(text: Text, channel: Channel, now: float) -> Request:
     return Request(channel.url, json_body(payload(text, channel, now)), dict(JSON_HEADERS))
 
 
-def interpret(status: int, headers: Mapping[str, str], body: bytes) -> Outcome:
+def interpret(status: int, headers: Mapping[str, str], body: bytes) -> SendOutcome:
     answer = json_or_empty(body)
     code = answer.get("code", answer.get("StatusCode"))
     if status == 200 and code == 0:
-        return Outcome(Verdict.OK)
+        return SendOutcome(Verdict.OK)
     if code == RATE_LIMITED_CODE:
-        return Outcome(Verdict.RATE_LIMITED, 60.0, f"code {code}")
+        return SendOutcome(Verdict.RATE_LIMITED, 60.0, f"code {code}")
     verdict = classify_http(status, headers, frozenset({200, 400}))
     if verdict is not None:
         return verdict
     message = answer.get("msg", answer.get("StatusMessage", ""))
-    return Outcome(Verdict.PERMANENT, None, short(f"code {code}: {message}"))
+    return SendOutcome(Verdict.PERMANENT, None, short(f"code {code}: {message}"))
 
 
 def fits(text: Text, channel: Channel) -> bool:

@@ -10,8 +10,8 @@ from collector.notify.messages import Section, Text, as_markdown
 from collector.notify.settings import Channel
 from collector.notify.vendor import (
     JSON_HEADERS,
-    Outcome,
     Request,
+    SendOutcome,
     Service,
     Verdict,
     classify_http,
@@ -67,14 +67,14 @@ def build(text: Text, channel: Channel, now: float) -> Request:
     return Request(channel.url, json_body(payload), dict(JSON_HEADERS))
 
 
-def interpret(status: int, headers: Mapping[str, str], body: bytes) -> Outcome:
+def interpret(status: int, headers: Mapping[str, str], body: bytes) -> SendOutcome:
     verdict = classify_http(status, headers, frozenset({200}))
     if verdict is not None:
         detail = f"{verdict.detail} {short(body.decode(errors='replace'))}".strip()
-        return Outcome(verdict.verdict, verdict.retry_after_seconds, detail)
+        return SendOutcome(verdict.verdict, verdict.retry_after_seconds, detail)
     if body.strip() == b"ok":
-        return Outcome(Verdict.OK)
-    return Outcome(Verdict.PERMANENT, None, short(body.decode(errors="replace")))
+        return SendOutcome(Verdict.OK)
+    return SendOutcome(Verdict.PERMANENT, None, short(body.decode(errors="replace")))
 
 
 def fits(text: Text, channel: Channel) -> bool:

@@ -14,8 +14,8 @@ from collector.notify.messages import Text
 from collector.notify.settings import Channel
 from collector.notify.vendor import (
     JSON_HEADERS,
-    Outcome,
     Request,
+    SendOutcome,
     Service,
     Verdict,
     classify_http,
@@ -71,9 +71,9 @@ def build(text: Text, channel: Channel, now: float) -> Request:
     return Request(channel.url, json_body(_payload(text)), dict(JSON_HEADERS))
 
 
-def interpret(status: int, headers: Mapping[str, str], body: bytes) -> Outcome:
+def interpret(status: int, headers: Mapping[str, str], body: bytes) -> SendOutcome:
     verdict = classify_http(status, headers, frozenset({200, 202}))
-    return verdict if verdict is not None else Outcome(Verdict.OK)
+    return verdict if verdict is not None else SendOutcome(Verdict.OK)
 
 
 def fits(text: Text, channel: Channel) -> bool:

@@ -1,8 +1,8 @@
 """What every service module provides, and the HTTP rules they share (deploy-notify.md §1.9).
 
 A service is three pure functions: ``build`` (a ``Text`` to an HTTP request, signed),
-``interpret`` (the answer to an ``Outcome``) and ``fits`` (whether a text is within the
-service's size limits). Only delivery.py does I/O. An ``Outcome.detail`` carries the
+``interpret`` (the answer to a ``SendOutcome``) and ``fits`` (whether a text is within the
+service's size limits). Only delivery.py does I/O. A ``SendOutcome.detail`` carries the
 service's own error code and message, never the URL (it holds the token).
 """
 
@@ -36,7 +36,9 @@ class Verdict(enum.StrEnum):
 
 
 @dataclass(frozen=True)
-class Outcome:
+class SendOutcome:
+    """What one attempt to send a chat message came to, read from the service's answer."""
+
     verdict: Verdict
     retry_after_seconds: float | None = None
     detail: str = ""
@@ -45,7 +47,7 @@ class Outcome:
 @dataclass(frozen=True)
 class Service:
     build: Callable[[Text, Channel, float], Request]
-    interpret: Callable[[int, Mapping[str, str], bytes], Outcome]
+    interpret: Callable[[int, Mapping[str, str], bytes], SendOutcome]
     fits: Callable[[Text, Channel], bool]
 
 
@@ -56,16 +58,18 @@ def json_body(payload: Any) -> bytes:
 JSON_HEADERS = {"Content-Type": "application/json; charset=utf-8"}
 
 
-def classify_http(status: int, headers: Mapping[str, str], ok: frozenset[int]) -> Outcome | None:
+def classify_http(
+    status: int, headers: Mapping[str, str], ok: frozenset[int]
+) -> SendOutcome | None:
     """The verdict the status alone gives; None when it is a success status whose body
     the service module still has to read."""
     if status in ok:
         return None
     if status == 429:
-        return Outcome(Verdict.RATE_LIMITED, retry_after(headers), "HTTP 429")
+        return SendOutcome(Verdict.RATE_LIMITED, retry_after(headers), "HTTP 429")
     if status >= 500:
-        return Outcome(Verdict.RETRY, retry_after(headers), f"HTTP {status}")
-    return Outcome(Verdict.PERMANENT, None, f"HTTP {status}")
+        return SendOutcome(Verdict.RETRY, retry_after(headers), f"HTTP {status}")
+    return SendOutcome(Verdict.PERMANENT, None, f"HTTP {status}")
 
 
 def retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
@@ -108,7 +112,7 @@ def truncate_utf8(text: str, max_bytes: int, marker: str = "…") -> str:
 
 def interpret_errcode(
     status: int, headers: Mapping[str, str], body: bytes, rate_limited_code: int
-) -> Outcome:
+) -> SendOutcome:
     """DingTalk and WeCom robots: HTTP 200 with ``{"errcode": 0}`` is success; their
     "too many messages" code waits a minute; any other code is permanent."""
     verdict = classify_http(status, headers, frozenset({200}))
@@ -117,7 +121,8 @@ def interpret_errcode(
     answer = json_or_empty(body)
     code = answer.get("errcode")
     if code == 0:
-        return Outcome(Verdict.OK)
+        return SendOutcome(Verdict.OK)
     if code == rate_limited_code:
-        return Outcome(Verdict.RATE_LIMITED, 60.0, f"errcode {code}")
-    return Outcome(Verdict.PERMANENT, None, short(f"errcode {code}: {answer.get('errmsg', '')}"))
+        return SendOutcome(Verdict.RATE_LIMITED, 60.0, f"errcode {code}")
+    detail = short(f"errcode {code}: {answer.get('errmsg', '')}")
+    return SendOutcome(Verdict.PERMANENT, None, detail)

@@ -21,8 +21,8 @@ from collector.notify.messages import Text
 from collector.notify.settings import Channel
 from collector.notify.vendor import (
     JSON_HEADERS,
-    Outcome,
     Request,
+    SendOutcome,
     Service,
     Verdict,
     classify_http,
@@ -86,11 +86,13 @@ def build(text: Text, channel: Channel, now: float) -> Request:
     return Request(channel.url, body, headers)
 
 
-def interpret(status: int, headers: Mapping[str, str], body: bytes) -> Outcome:
+def interpret(status: int, headers: Mapping[str, str], body: bytes) -> SendOutcome:
     if 200 <= status < 300:
-        return Outcome(Verdict.OK)
+        return SendOutcome(Verdict.OK)
     verdict = classify_http(status, headers, frozenset())
-    return verdict if verdict is not None else Outcome(Verdict.PERMANENT, None, f"HTTP {status}")
+    if verdict is not None:
+        return verdict
+    return SendOutcome(Verdict.PERMANENT, None, f"HTTP {status}")
 
 
 def fits(text: Text, channel: Channel) -> bool:

@@ -15,8 +15,8 @@ from collector.notify.messages import Text, as_markdown
 from collector.notify.settings import Channel
 from collector.notify.vendor import (
     JSON_HEADERS,
-    Outcome,
     Request,
+    SendOutcome,
     Service,
     interpret_errcode,
     json_body,
@@ -41,7 +41,7 @@ def build(text: Text, channel: Channel, now: float) -> Request:
     return Request(channel.url, json_body(payload), dict(JSON_HEADERS))
 
 
-def interpret(status: int, headers: Mapping[str, str], body: bytes) -> Outcome:
+def interpret(status: int, headers: Mapping[str, str], body: bytes) -> SendOutcome:
     return interpret_errcode(status, headers, body, RATE_LIMITED_CODE)
 
 
