@@ -1,5 +1,5 @@
-"""The ledger's intake: acknowledging batches (``AckBook``) and keeping them until applied
-(``IntakeLog``), and what each ledger commit writes of both.
+"""The ledger's accepted batches: acknowledging them (``AckBook``) and keeping them until
+applied (``BatchLog``), and what each ledger commit writes of both.
 
 An ack costs no SQL: the book says whether a (node, boot, seq) was seen, the log makes the
 batch durable. Each commit then writes, in the commit's transaction, the ack ranges changed
@@ -18,32 +18,34 @@ from pathlib import Path
 from typing import NamedTuple
 
 from collector.ledger.ack_book import AckBook, Stream, load_rows, save_streams
-from collector.ledger.batch_log import BatchRecord, IntakeError, IntakeLog
+from collector.ledger.batch_log import BatchLog, BatchLogError, BatchRecord
 from collector.ledger.records import LedgerError, batch_json
 
 
 class Saved(NamedTuple):
-    """What one commit wrote of the intake (given back if the commit fails)."""
+    """What one commit wrote of the accepted batches (given back if the commit fails)."""
 
     streams: dict[Stream, list[tuple[int, int, float]]]
     forgotten: list[int]
 
 
-class Intake:
+class AcceptedBatches:
     """The log and the book behind one lock, for one ``Ledger``."""
 
-    def __init__(self, log: IntakeLog, book: AckBook) -> None:
+    def __init__(self, log: BatchLog, book: AckBook) -> None:
         self.log, self.book = log, book
         self._lock = threading.Lock()
         #: segments deleted since the last commit: their ``intake_done`` rows go with it
         self._forgotten: list[int] = []
 
     @classmethod
-    def open(cls, conn: sqlite3.Connection, directory: Path | None, *, sync: bool) -> Intake:
+    def open(
+        cls, conn: sqlite3.Connection, directory: Path | None, *, sync: bool
+    ) -> AcceptedBatches:
         """Open the log in ``directory`` (None: memory) in ``conn``'s write transaction."""
         try:
-            log = IntakeLog(directory, sync=sync)
-        except (IntakeError, OSError) as err:
+            log = BatchLog(directory, sync=sync)
+        except (BatchLogError, OSError) as err:
             raise LedgerError(f"ledger: {err}") from err
         try:
             return cls._resume(conn, log)
@@ -52,7 +54,7 @@ class Intake:
             raise
 
     @classmethod
-    def _resume(cls, conn: sqlite3.Connection, log: IntakeLog) -> Intake:
+    def _resume(cls, conn: sqlite3.Connection, log: BatchLog) -> AcceptedBatches:
         # the bodies found at open are not kept: ``pending`` reads them back when wanted
         found, log.found = log.found, []
         book = AckBook(load_rows(conn))
@@ -60,8 +62,8 @@ class Intake:
             e = record.entry
             if e.node and not book.holds(e.node, e.boot_id, e.seq):
                 book.add(e.node, e.boot_id, e.seq, e.received_at)
-        intake = cls(log, book)
-        intake._adopt_legacy_rows(conn)
+        accepted = cls(log, book)
+        accepted._adopt_legacy_rows(conn)
         done = {int(r[0]) for r in conn.execute("SELECT batch_id FROM intake_done")}
         log.mark_done([r.batch_id for r in found if r.batch_id in done])
         kept = log.segments()
@@ -69,10 +71,10 @@ class Intake:
             f"DELETE FROM intake_done WHERE batch_id >> 32 NOT IN ({','.join('?' * len(kept))})",
             kept,
         )
-        return intake
+        return accepted
 
     def _adopt_legacy_rows(self, conn: sqlite3.Connection) -> None:
-        """Move the ``pending_batches`` rows of a ledger from before the intake log (schema
+        """Move the ``pending_batches`` rows of a ledger from before the batch log (schema
         3) into it. Their acks are in ``ack_ranges`` already. A crash before this
         transaction commits adopts them again: a batch replayed twice is harmless (the
         second copy's samples have the timestamps of the first and are dropped)."""
@@ -108,7 +110,7 @@ class Intake:
             return []
         try:
             return self.log.append(entries)
-        except IntakeError as err:
+        except BatchLogError as err:
             raise LedgerError(f"ledger: {err}") from err
 
     def pending(self) -> list[tuple[int, bytes]]:

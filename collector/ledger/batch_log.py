@@ -1,4 +1,4 @@
-"""The intake log: each acknowledged batch, as the agent sent it, until its samples are applied.
+"""The batch log: each acknowledged batch, as the agent sent it, until its samples are applied.
 
 Appending a batch here is what makes it durable before the collector answers 2xx. A batch
 used to be a row of the SQLite ledger, in a transaction of its own: ~130 us of CPU per batch
@@ -21,6 +21,10 @@ which survives ``kill -9`` but not a power loss (as SQLite's NORMAL).
 A segment is deleted once every batch in it is applied and committed (``mark_done``). Which
 batches are done is the ledger's to keep (``intake_done``, in the commit that applied them),
 so a crash anywhere replays exactly the batches not yet applied.
+
+On disk the log keeps its older name, "intake": the directory ``<ledger>-intake`` (store.py)
+and the table ``intake_done`` (renaming either would strand an existing ledger's batches),
+and so do the error messages ("intake log ..."), so that they name what is on disk.
 """
 
 from __future__ import annotations
@@ -45,8 +49,8 @@ SEGMENT_BYTES = 8 * 1024 * 1024
 _ZEROS = bytes(1024 * 1024)
 
 
-class IntakeError(Exception):
-    """The intake log cannot be opened, locked or written; the message says why."""
+class BatchLogError(Exception):
+    """The batch log cannot be opened, locked or written; the message says why."""
 
 
 class BatchRecord(NamedTuple):
@@ -61,7 +65,9 @@ class BatchRecord(NamedTuple):
     sample_count: int
 
 
-class IntakeRecord(NamedTuple):
+class LoggedBatch(NamedTuple):
+    """A batch as the log holds it: the id ``append`` gave it, and what was appended."""
+
     batch_id: int
     entry: BatchRecord
 
@@ -73,10 +79,10 @@ class _Segment:
     pending: set[int] = field(default_factory=set)
 
 
-class IntakeLog:
-    """The intake log in ``directory`` (created if missing), locked for this process; None
+class BatchLog:
+    """The batch log in ``directory`` (created if missing), locked for this process; None
     keeps it in memory (a ``:memory:`` ledger). ``found`` holds every record present at
-    open, in order, for the opener to take (``Intake`` empties it)."""
+    open, in order, for the opener to take (``AcceptedBatches`` empties it)."""
 
     def __init__(
         self, directory: Path | None, *, sync: bool, segment_bytes: int = SEGMENT_BYTES
@@ -87,7 +93,7 @@ class IntakeLog:
         self._current: _Segment | None = None
         self._fd = self._lock_fd = -1
         self._offset = self._count = self._last_number = 0
-        self.found: list[IntakeRecord] = []
+        self.found: list[LoggedBatch] = []
         if directory is not None:
             self._lock(directory)
             try:
@@ -120,7 +126,7 @@ class IntakeLog:
                 os.fdatasync(self._fd)
         except OSError as err:
             self._seal()  # what this write left in the segment is never appended to
-            raise IntakeError(f"intake log: cannot write to {self.directory}: {err}") from err
+            raise BatchLogError(f"intake log: cannot write to {self.directory}: {err}") from err
         self._offset += len(data)
         self._current.pending.update(ids)
         return ids
@@ -141,11 +147,11 @@ class IntakeLog:
             self._delete(segment)
         return [s.number for s in empty]
 
-    def pending(self) -> list[IntakeRecord]:
+    def pending(self) -> list[LoggedBatch]:
         """Every batch not marked done, in order (read back from the segments)."""
         if self.directory is None:
-            return [IntakeRecord(bid, e) for bid, e in sorted(self._memory.items())]
-        out: list[IntakeRecord] = []
+            return [LoggedBatch(bid, e) for bid, e in sorted(self._memory.items())]
+        out: list[LoggedBatch] = []
         for number in sorted(self._segments):
             pending = self._segments[number].pending
             if pending:
@@ -174,20 +180,20 @@ class IntakeLog:
             directory.mkdir(parents=True, exist_ok=True)
             self._lock_fd = os.open(directory / "LOCK", os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as err:
-            raise IntakeError(f"intake log: cannot open {directory}: {err}") from err
+            raise BatchLogError(f"intake log: cannot open {directory}: {err}") from err
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as err:
             os.close(self._lock_fd)
             self._lock_fd = -1
-            raise IntakeError(
+            raise BatchLogError(
                 f"intake log {directory} is in use by another collector process: one "
                 f"collector per ledger"
             ) from err
 
-    def _scan(self, directory: Path) -> list[IntakeRecord]:
+    def _scan(self, directory: Path) -> list[LoggedBatch]:
         """Read every segment; those holding no record are deleted."""
-        found: list[IntakeRecord] = []
+        found: list[LoggedBatch] = []
         numbers = sorted(
             int(p.stem) for p in directory.glob("*.seg") if p.stem.isdigit() and p.is_file()
         )
@@ -214,7 +220,7 @@ class IntakeLog:
                 os.fsync(fd)
                 fsync_directory(self.directory)
         except OSError as err:
-            raise IntakeError(f"intake log: cannot create {path}: {err}") from err
+            raise BatchLogError(f"intake log: cannot create {path}: {err}") from err
         self._fd, self._offset, self._count = fd, 0, 0
         self._current = self._segments[number] = _Segment(number)
 
@@ -245,9 +251,9 @@ def _frame(batch_id: int, e: BatchRecord) -> bytes:
     return _HEADER.pack(MAGIC, len(payload), crc, batch_id) + payload
 
 
-def _parse(data: bytes, number: int) -> list[IntakeRecord]:
+def _parse(data: bytes, number: int) -> list[LoggedBatch]:
     """The records of segment ``number``, up to the first that does not check out."""
-    out: list[IntakeRecord] = []
+    out: list[LoggedBatch] = []
     pos, view = 0, memoryview(data)
     while pos + _HEADER.size <= len(data):
         magic, length, crc, bid = _HEADER.unpack_from(data, pos)
@@ -265,7 +271,7 @@ def _parse(data: bytes, number: int) -> list[IntakeRecord]:
             bytes(payload[node_end:boot_end]).decode(),
             seq, at, bytes(payload[boot_end:]), count,
         )  # fmt: skip
-        out.append(IntakeRecord(bid, entry))
+        out.append(LoggedBatch(bid, entry))
         pos = end
     return out
 

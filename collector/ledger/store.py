@@ -1,16 +1,16 @@
 """The collector's durable state: SQLite in WAL mode (PostgreSQL is not implemented yet),
-and beside it the intake log of acknowledged batches (collector/ledger/batch_log.py).
+and beside it the batch log of acknowledged batches (collector/ledger/batch_log.py).
 
 Why nothing is lost or counted twice across ``kill -9``: ``record_batches`` appends the
-batches to the intake log (fdatasynced with ``synchronous=FULL``) before the HTTP layer
+batches to the batch log (fdatasynced with ``synchronous=FULL``) before the HTTP layer
 answers 2xx; ``commit`` adds the rollup deltas, moves the GPUs' cursors, and records the
 acks and which batches are now applied, in one transaction. After a restart the pipeline
 replays ``pending_batches()`` and skips samples at or before each GPU's
 ``cursors()[uuid].applied_until``.
 
 Threads: one writer connection and (for files) one reader connection, each behind its
-own lock, so API reads run beside the writer (WAL). Reads are snapshots. The intake has a
-lock of its own, so an ack does not wait for a commit.
+own lock, so API reads run beside the writer (WAL). Reads are snapshots. The accepted batches
+have a lock of their own, so an ack does not wait for a commit.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import TypeVar
 
 from collector.ledger import queries as queries
 from collector.ledger import recommendations as recs
-from collector.ledger.accepted import Intake
+from collector.ledger.accepted import AcceptedBatches
 from collector.ledger.batch_log import BatchRecord
 from collector.ledger.queries import Group
 from collector.ledger.records import (
@@ -96,18 +96,19 @@ class Ledger:
         intake_dir: Path | None = None,
         sync_intake: bool = True,
     ) -> None:
-        """``intake_dir``: where the intake log lives (None: in memory); it is opened, and
-        locked for this process, by the first call that needs it (``record_batches``,
-        ``pending_batches``, ``commit``), so readers such as ``gpufleet report`` never
-        touch it."""
+        """``intake_dir``: where the batch log lives (None: in memory; ``open`` puts it at
+        ``<ledger>-intake``, the log's older name, so existing ledgers find theirs); it is
+        opened, and locked for this process, by the first call that needs it
+        (``record_batches``, ``pending_batches``, ``commit``), so readers such as
+        ``gpufleet report`` never touch it."""
         self._writer = writer
         self._reader = reader
         self._write_lock = threading.Lock()
         # ":memory:" has one connection for both; one lock then guards it
         self._read_lock = self._write_lock if reader is writer else threading.Lock()
         self._intake_dir, self._sync_intake = intake_dir, sync_intake
-        self._intake: Intake | None = None
-        self._intake_open_lock = threading.Lock()
+        self._accepted: AcceptedBatches | None = None
+        self._accepted_open_lock = threading.Lock()
 
     @classmethod
     def open(cls, url: str, *, synchronous: str = "FULL") -> Ledger:
@@ -128,8 +129,8 @@ class Ledger:
         return cls(writer, reader, intake_dir, sync_intake=synchronous == "FULL")
 
     def close(self) -> None:
-        if self._intake is not None:
-            self._intake.close()
+        if self._accepted is not None:
+            self._accepted.close()
         with self._write_lock:
             if self._reader is not self._writer:
                 self._reader.close()
@@ -198,28 +199,28 @@ class Ledger:
         return self.record_batches([record])[0]
 
     def record_batches(self, records: Sequence[BatchRecord]) -> list[int | None]:
-        """``record_batch`` for several batches in one write to the intake log (one
+        """``record_batch`` for several batches in one write to the batch log (one
         fdatasync with FULL): the pending batch id of each, in order, or None for a
         duplicate, including a (node, boot_id, seq) repeated within ``records``. All are
         durable on return, or none is acknowledged."""
         if not records:
             return []
-        return self._opened_intake().record(records)
+        return self._opened_accepted().record(records)
 
     def commit(self, write: LedgerWrite) -> None:
         """Apply one ``LedgerWrite`` atomically (see its docstring), with the acks
         recorded since the last commit."""
-        intake = self._opened_intake()
+        accepted = self._opened_accepted()
         saved = None
         try:
             with self._write() as conn:
                 apply_write(conn, write)
-                saved = intake.save(conn, write.batches_done)
+                saved = accepted.save(conn, write.batches_done)
         except BaseException:
             if saved is not None:
-                intake.failed(saved)
+                accepted.failed(saved)
             raise
-        intake.committed(write.batches_done)
+        accepted.committed(write.batches_done)
 
     def prune(self, now: float, retention_days: int) -> int:
         """Delete hourly rows and closed episodes older than ``retention_days``, resolved
@@ -228,8 +229,8 @@ class Ledger:
         deleted."""
         with self._write() as conn:
             deleted = prune(conn, now, retention_days)
-        if self._intake is not None:  # else its book is read from the pruned table
-            self._intake.prune(now - ACK_RETENTION_SECONDS)
+        if self._accepted is not None:  # else its book is read from the pruned table
+            self._accepted.prune(now - ACK_RETENTION_SECONDS)
         return deleted
 
     # -- restart ------------------------------------------------------------------------
@@ -237,15 +238,17 @@ class Ledger:
     def pending_batches(self) -> list[tuple[int, bytes]]:
         """(id, JSON body) of acknowledged batches not yet fully applied, oldest first;
         a body recorded gzip-compressed comes back decompressed."""
-        return self._opened_intake().pending()
+        return self._opened_accepted().pending()
 
-    def _opened_intake(self) -> Intake:
-        if self._intake is None:
-            with self._intake_open_lock:
-                if self._intake is None:
+    def _opened_accepted(self) -> AcceptedBatches:
+        if self._accepted is None:
+            with self._accepted_open_lock:
+                if self._accepted is None:
                     with self._write() as conn:
-                        self._intake = Intake.open(conn, self._intake_dir, sync=self._sync_intake)
-        return self._intake
+                        self._accepted = AcceptedBatches.open(
+                            conn, self._intake_dir, sync=self._sync_intake
+                        )
+        return self._accepted
 
     def cursors(self) -> dict[str, GpuCursor]:
         return self._read(queries.cursors)

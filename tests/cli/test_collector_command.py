@@ -9,12 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from collector.ledger.batch_log import IntakeLog
+from collector.ledger.batch_log import BatchLog
 
 
 def test_a_second_collector_on_one_ledger_stops_with_a_clear_error(tmp_path: Path) -> None:
     db = tmp_path / "ledger.db"
-    held = IntakeLog(Path(f"{db}-intake"), sync=False)  # the first collector's lock
+    held = BatchLog(Path(f"{db}-intake"), sync=False)  # the first collector's lock
     with socket.socket() as probe:  # a free port, should it get as far as serving
         probe.bind(("127.0.0.1", 0))
         port = str(probe.getsockname()[1])

@@ -100,8 +100,8 @@ def test_migration_turns_per_batch_acks_into_ranges(tmp_path: Path) -> None:
         assert "acks" not in tables
 
 
-def test_acks_not_yet_committed_are_read_back_from_the_intake_log(tmp_path: Path) -> None:
-    """An ack is durable when ``record_batch`` returns (the intake log), before any commit
+def test_acks_not_yet_committed_are_read_back_from_the_batch_log(tmp_path: Path) -> None:
+    """An ack is durable when ``record_batch`` returns (the batch log), before any commit
     writes it to ``ack_ranges``: after a crash the batch is still a duplicate."""
     path = str(tmp_path / "ledger.db")
     ledger = Ledger.open(path)

@@ -1,4 +1,4 @@
-"""The intake log: acknowledged batches read back exactly after a restart, a torn or
+"""The batch log: acknowledged batches read back exactly after a restart, a torn or
 corrupt record ends a segment, segments go once applied, one process per log; and the
 ledger around it: applied batches stay applied across a restart, a schema-3 ledger's pending
 rows move into the log."""
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from collector.ledger.batch_log import BatchRecord, IntakeError, IntakeLog
+from collector.ledger.batch_log import BatchLog, BatchLogError, BatchRecord
 from collector.ledger.schema import MIGRATIONS, migrate
 from collector.ledger.store import Ledger, LedgerWrite
 
@@ -24,10 +24,10 @@ def entry(seq: int, body: bytes = b"", node: str = "n1") -> BatchRecord:
 
 def test_what_was_appended_is_read_back_after_a_restart(tmp_path: Path) -> None:
     entries = [entry(1), entry(2, gzip.compress(b'{"x": 1}')), entry(3, node="nöde-ü")]
-    log = IntakeLog(tmp_path, sync=True)
+    log = BatchLog(tmp_path, sync=True)
     ids = log.append(entries[:2]) + log.append(entries[2:])
     log.close()
-    again = IntakeLog(tmp_path, sync=True)
+    again = BatchLog(tmp_path, sync=True)
     assert [(r.batch_id, r.entry) for r in again.found] == list(zip(ids, entries, strict=True))
     assert again.pending() == again.found
     assert ids == sorted(ids) and len(set(ids)) == 3
@@ -35,7 +35,7 @@ def test_what_was_appended_is_read_back_after_a_restart(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("sync", [True, False])
 def test_a_torn_or_corrupt_record_ends_the_segment(tmp_path: Path, sync: bool) -> None:
-    log = IntakeLog(tmp_path, sync=sync)
+    log = BatchLog(tmp_path, sync=sync)
     log.append([entry(1), entry(2), entry(3)])
     log.close()
     [path] = tmp_path.glob("*.seg")
@@ -48,13 +48,13 @@ def test_a_torn_or_corrupt_record_ends_the_segment(tmp_path: Path, sync: bool) -
 
 
 def seqs_found(directory: Path) -> list[int]:
-    log = IntakeLog(directory, sync=False)
+    log = BatchLog(directory, sync=False)
     log.close()
     return [r.entry.seq for r in log.found]
 
 
 def test_sync_zero_fills_each_segment_and_the_zeros_end_it(tmp_path: Path) -> None:
-    log = IntakeLog(tmp_path, sync=True, segment_bytes=1 << 20)
+    log = BatchLog(tmp_path, sync=True, segment_bytes=1 << 20)
     log.append([entry(1)])
     [path] = tmp_path.glob("*.seg")
     assert path.stat().st_size == 1 << 20  # written once; each append overwrites blocks
@@ -65,7 +65,7 @@ def test_sync_zero_fills_each_segment_and_the_zeros_end_it(tmp_path: Path) -> No
 
 
 def test_segments_go_once_every_batch_in_them_is_done(tmp_path: Path) -> None:
-    log = IntakeLog(tmp_path, sync=False, segment_bytes=100)
+    log = BatchLog(tmp_path, sync=False, segment_bytes=100)
     ids = [log.append([entry(seq)])[0] for seq in range(1, 7)]
     segments = log.segments()
     assert len(segments) == 6 and [i >> 32 for i in ids] == segments  # 61 bytes a record
@@ -78,12 +78,12 @@ def test_segments_go_once_every_batch_in_them_is_done(tmp_path: Path) -> None:
 
 
 def test_a_restart_writes_a_new_segment_and_one_process_holds_the_log(tmp_path: Path) -> None:
-    log = IntakeLog(tmp_path, sync=False)
+    log = BatchLog(tmp_path, sync=False)
     [first] = log.append([entry(1)])
-    with pytest.raises(IntakeError, match="in use by another collector process"):
-        IntakeLog(tmp_path, sync=False)
+    with pytest.raises(BatchLogError, match="in use by another collector process"):
+        BatchLog(tmp_path, sync=False)
     log.close()
-    again = IntakeLog(tmp_path, sync=False)
+    again = BatchLog(tmp_path, sync=False)
     [second] = again.append([entry(2)])
     assert second >> 32 == (first >> 32) + 1
     assert again.mark_done([first]) == [first >> 32]
