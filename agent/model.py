@@ -29,6 +29,13 @@ class WorkloadKind(enum.StrEnum):
     MANUAL = "manual"
 
 
+#: ``Workload.labels`` keys of a Slurm job, as the agent sends them (OpenTelemetry-style
+#: ``slurm_*`` names, like the ``slurm_job_id`` metric label); the collector reads these
+SLURM_STEP_LABEL = "slurm_step"
+SLURM_ACCOUNT_LABEL = "slurm_account"
+SLURM_PARTITION_LABEL = "slurm_partition"
+
+
 class Workload(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
     """Who holds a GPU: a pod, a Slurm job, a bare process or a manual label.
 

@@ -13,7 +13,13 @@ from agent.attribution.cgroups import slurm_job_from_environ
 from agent.attribution.hpc import JobAllocation
 from agent.attribution.kubelet import PodDevice
 from agent.attribution.proc import ProcessIdentity
-from agent.model import Workload, WorkloadKind
+from agent.model import (
+    SLURM_ACCOUNT_LABEL,
+    SLURM_PARTITION_LABEL,
+    SLURM_STEP_LABEL,
+    Workload,
+    WorkloadKind,
+)
 
 #: uid -> user name, or the uid as a string when the name is unknown
 UserNames = Callable[[int], str]
@@ -101,9 +107,9 @@ def slurm_process_workload(identity: ProcessIdentity, job: str, user_names: User
     labels = {
         label: value
         for label, value in (
-            ("slurm_step", identity.cgroup.slurm_step or environ.get("SLURM_STEP_ID")),
-            ("slurm_account", environ.get("SLURM_JOB_ACCOUNT")),
-            ("slurm_partition", environ.get("SLURM_JOB_PARTITION")),
+            (SLURM_STEP_LABEL, identity.cgroup.slurm_step or environ.get("SLURM_STEP_ID")),
+            (SLURM_ACCOUNT_LABEL, environ.get("SLURM_JOB_ACCOUNT")),
+            (SLURM_PARTITION_LABEL, environ.get("SLURM_JOB_PARTITION")),
         )
         if value
     }

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from math import isfinite
 from typing import Protocol
 
-from agent.model import GpuSample, Workload
+from agent.model import SLURM_ACCOUNT_LABEL, SLURM_PARTITION_LABEL, GpuSample, Workload
 from collector.records import WorkloadRef
 
 
@@ -62,15 +62,18 @@ def _power(sample: EnergyReading) -> float | None:
 def workload_ref(w: Workload) -> WorkloadRef:
     """The collector's view of a workload: its key plus the labels reports group by.
 
-    ``namespace`` is the k8s namespace; a Slurm job without one takes its ``account``
-    (or ``partition``) label where the agent sends it."""
-    namespace = w.namespace or w.labels.get("account") or w.labels.get("partition") or ""
+    ``namespace`` is the k8s namespace; a Slurm job without one takes its account label
+    (else its partition label) where the agent sends it."""
+    labels = w.labels
+    namespace = (
+        w.namespace or labels.get(SLURM_ACCOUNT_LABEL) or labels.get(SLURM_PARTITION_LABEL) or ""
+    )
     return WorkloadRef(
         key=w.key,
         kind=w.kind.value,
         name=w.name or w.slurm_job_id or w.id,
         namespace=namespace,
-        team=w.team or w.labels.get("team", ""),
+        team=w.team or labels.get("team", ""),
         user=w.user or "",
     )
 

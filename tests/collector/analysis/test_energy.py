@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.model import GpuSample, ProcessSample, Workload, WorkloadKind
+from agent.model import SLURM_ACCOUNT_LABEL, GpuSample, ProcessSample, Workload, WorkloadKind
 from collector.analysis.energy import (
     interval_energy,
     split_mig_energy,
@@ -58,8 +58,13 @@ def test_energy_is_never_negative(
 
 POD_A = Workload(kind=WorkloadKind.KUBERNETES_POD, id="uid-a", name="a", namespace="ml", team="t")
 POD_B = Workload(kind=WorkloadKind.KUBERNETES_POD, id="uid-b", name="b", namespace="ml")
-JOB = Workload(kind=WorkloadKind.SLURM_JOB, id="42", slurm_job_id="42", user="ana",
-               labels={"account": "physics"})  # fmt: skip
+JOB = Workload(
+    kind=WorkloadKind.SLURM_JOB,
+    id="42",
+    slurm_job_id="42",
+    user="ana",
+    labels={SLURM_ACCOUNT_LABEL: "physics"},
+)
 
 
 def test_workload_ref_keeps_key_and_reporting_labels() -> None:
