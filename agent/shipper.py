@@ -17,7 +17,6 @@ Outcomes of one POST:
 
 from __future__ import annotations
 
-import enum
 import logging
 import random
 import threading
@@ -27,11 +26,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import httpx
-import msgspec
 
 from agent import __version__
 from agent.config import ShipperSettings
-from agent.model import SCHEMA_VERSION, Batch, BatchAck, GpuInfo, GpuSample
+from agent.model import SCHEMA_VERSION, Batch, GpuInfo, GpuSample
+from agent.shipping_policy import (
+    ShipOutcome,
+    backoff_delay,
+    batch_headers,
+    classify,
+    collector_message,
+    is_ack_for,
+)
 from agent.spool import Spool, SpoolError, gzip_batch
 from agent.stats import AgentStats
 from gpufleet.settings import ConfigError, read_secret
@@ -40,42 +46,6 @@ log = logging.getLogger(__name__)
 
 #: the most close() spends sending, so shutdown is never held up for long
 CLOSE_BUDGET_SECONDS = 2.0
-#: 4xx answers about the endpoint rather than the batch: a later retry can succeed
-_ENDPOINT_4XX = frozenset({404, 405, 408, 415, 425, 429})
-
-
-class ShipOutcome(enum.Enum):
-    """What one attempt to ship a batch to the collector came to."""
-
-    ACKED = "acked"
-    #: the collector will never accept this batch: drop it and count it
-    REJECTED = "rejected"
-    #: the token was refused: keep the batch, back off
-    UNAUTHORIZED = "unauthorized"
-    #: collector down, overloaded or unreachable: keep the batch, back off
-    RETRY = "retry"
-
-
-def classify(status_code: int) -> ShipOutcome:
-    """What an HTTP status means for the batch (a 2xx still needs a valid ack)."""
-    if 200 <= status_code < 300:
-        return ShipOutcome.ACKED
-    if status_code in (401, 403):
-        return ShipOutcome.UNAUTHORIZED
-    if 400 <= status_code < 500 and status_code not in _ENDPOINT_4XX:
-        return ShipOutcome.REJECTED
-    return ShipOutcome.RETRY
-
-
-def backoff_delay(failures: int, initial: float, maximum: float, rng: random.Random) -> float:
-    """Seconds to wait after ``failures`` (>= 1) consecutive failed sends.
-
-    Uniform between ``initial`` and ``min(maximum, initial * 2**failures)``: the bound grows
-    exponentially, and the jitter keeps a fleet of agents from retrying in lockstep after
-    a collector outage. Never below ``initial``, so a failing collector is not hammered.
-    """
-    upper = min(maximum, initial * 2.0 ** min(failures, 64))
-    return rng.uniform(initial, max(initial, upper))
 
 
 def read_token(settings: ShipperSettings) -> str | None:
@@ -265,7 +235,7 @@ class Shipper:
     def _deliver(self, body: bytes, boot_id: str, seq: int, timeout: float) -> ShipOutcome:
         try:
             response = self._client.post(
-                self._endpoint, content=body, headers=self._headers(), timeout=timeout
+                self._endpoint, content=body, headers=batch_headers(self._token), timeout=timeout
             )
         except httpx.HTTPError as err:
             return self._fail(ShipOutcome.RETRY, "network", f"collector unreachable: {err!r}")
@@ -275,7 +245,7 @@ class Shipper:
         code = response.status_code
         outcome = classify(code)
         if outcome is ShipOutcome.ACKED:
-            if _is_ack_for(response.content, boot_id, seq):
+            if is_ack_for(response.content, boot_id, seq):
                 self._complaints.clear()
                 return ShipOutcome.ACKED
             return self._fail(ShipOutcome.RETRY, "ack", f"HTTP {code} without an ack for seq {seq}")
@@ -289,10 +259,10 @@ class Shipper:
                 boot_id,
                 seq,
                 code,
-                _message(response),
+                collector_message(response),
             )
             return outcome
-        return self._fail(outcome, f"http-{code}", f"HTTP {code}: {_message(response)}")
+        return self._fail(outcome, f"http-{code}", f"HTTP {code}: {collector_message(response)}")
 
     def _fail(self, outcome: ShipOutcome, kind: str, message: str) -> ShipOutcome:
         self._stats.record_batch_failed()
@@ -301,16 +271,6 @@ class Shipper:
             level = logging.ERROR if outcome is ShipOutcome.UNAUTHORIZED else logging.WARNING
             log.log(level, "shipper: %s; batches stay spooled and are retried", message)
         return outcome
-
-    def _headers(self) -> dict[str, str]:
-        headers = {
-            "Content-Type": "application/json",
-            "Content-Encoding": "gzip",
-            "User-Agent": f"gpufleet-agent/{__version__}",
-        }
-        if self._token:
-            headers["Authorization"] = f"Bearer {self._token}"
-        return headers
 
     def _reload_token(self) -> None:
         # A mounted secret may have been rotated since start-up.
@@ -328,17 +288,3 @@ def _open_spool(settings: ShipperSettings, stats: AgentStats, clock: Callable[[]
         return Spool(s.spool_dir, s.spool_max_bytes, s.spool_max_age_seconds, stats, clock)
     except SpoolError as err:
         raise ConfigError(f"shipper.spool_dir: {err}") from err
-
-
-def _is_ack_for(content: bytes, boot_id: str, seq: int) -> bool:
-    try:
-        ack = msgspec.json.decode(content, type=BatchAck)
-    except msgspec.DecodeError:
-        return False
-    return ack.agent_boot_id == boot_id and ack.seq == seq
-
-
-def _message(response: httpx.Response) -> str:
-    """The collector's explanation, shortened for a log line."""
-    text = response.text.strip().replace("\n", " ")
-    return text[:300] or response.reason_phrase

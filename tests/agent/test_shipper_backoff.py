@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from agent.model import GpuSample
-from agent.shipper import Shipper, backoff_delay
+from agent.shipper import Shipper
+from agent.shipping_policy import backoff_delay
 from agent.stats import AgentStats
 from tests.agent.test_shipper import GPUS, TOKEN, FakeCollector, settings_for
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.shipper import ShipOutcome, Shipper, classify
+from agent.shipper import Shipper
+from agent.shipping_policy import ShipOutcome, classify
 from agent.stats import AgentStats
 from gpufleet.settings import ConfigError
 from tests.agent.test_shipper import (
