@@ -11,7 +11,7 @@ import functools
 import pytest
 
 from agent.metrics.catalogue import CATALOGUE as AGENT_CATALOGUE
-from agent.metrics.dcgm import DCGM_METRICS
+from agent.metrics.dcgm_fields import DCGM_METRICS
 from agent.model import THROTTLE_REASONS
 from collector.metrics.catalogue import CATALOGUE as COLLECTOR_CATALOGUE
 from collector.records import GpuState, RecommendationKind

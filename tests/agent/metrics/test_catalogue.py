@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from agent.metrics.catalogue import CATALOGUE, GPU_LABELS, MetricSpec, spec_by_name
-from agent.metrics.dcgm import DCGM_METRICS
+from agent.metrics.dcgm_fields import DCGM_METRICS
 from agent.metrics.exporter import AgentExporter
 from agent.stats import AgentStats
 from tests.agent.metrics.test_exporter import (

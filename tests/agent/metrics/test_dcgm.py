@@ -13,7 +13,7 @@ from prometheus_client.openmetrics.parser import (
     text_string_to_metric_families as openmetrics_families,
 )
 
-from agent.metrics.dcgm import DCGM_LABELS, DCGM_METRICS, UNSUPPORTED
+from agent.metrics.dcgm_fields import DCGM_LABELS, DCGM_METRICS, UNSUPPORTED
 from agent.metrics.exporter import AgentExporter, serve_metrics
 from agent.model import GpuSample
 from agent.stats import AgentStats
