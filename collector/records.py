@@ -135,7 +135,6 @@ class RecommendationKind(enum.StrEnum):
     SCALE_DOWN = "scale_down"  # unallocated GPUs or whole nodes idle past the window
     RIGHT_SIZE = "right_size"  # a workload fits a smaller GPU model or a MIG profile
     PRICING_PLAN = "pricing_plan"  # reserved vs on-demand
-    CONSOLIDATE = "consolidate"  # several lightly used GPUs could be one
 
 
 class RecommendationStatus(enum.StrEnum):

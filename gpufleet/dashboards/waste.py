@@ -93,8 +93,7 @@ def _recommendations() -> list[Panel]:
         Panel(
             "bargauge",
             "Open recommendations by kind",
-            "Recommendations open or notified: release_idle, scale_down, right_size, "
-            "pricing_plan, consolidate.",
+            "Recommendations open or notified: release_idle, scale_down, right_size, pricing_plan.",
             "none",
             (Target("gpufleet_recommendations_open", "{{kind}}", instant=True),),
             width=8,

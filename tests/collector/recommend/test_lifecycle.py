@@ -169,3 +169,12 @@ def test_pricing_switches_reserved_fleet_to_on_demand_below_break_even_minus_mar
     [rec] = run(models=[usage(0.4)], prices=book)
     assert "on_demand" in rec.title
     assert rec.savings.money_per_hour == pytest.approx((2.4 - 4.0 * 0.4) * 8)
+
+
+def test_every_declared_kind_is_one_a_rule_produces() -> None:
+    """The kinds the collector exports (``gpufleet_recommendations_open``) and the dashboards
+    list are the ones ``evaluate`` can make: a declared kind that nothing produces would show
+    as a permanent zero, promising a recommendation that never comes."""
+    gpus = [*stuck(WINDOW), gpu("A", GpuState.UNALLOCATED, WINDOW, node="n2")]
+    recs = run(gpus, [profile("H100", 3 * GB, 4 * GB, 0.05)], [usage(0.75)])
+    assert {rec.kind for rec in recs} == set(RecommendationKind)
