@@ -15,13 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import time
-from collections.abc import Awaitable, Callable, Collection, Sequence
-from datetime import UTC, datetime
-from typing import Any
+from collections.abc import Callable, Collection, Sequence
 
-import msgspec
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
@@ -36,7 +32,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from collector.backend import (
     CollectorBackend,
-    ErrorResponse,
     FleetResponse,
     IngestError,
     RecommendationsResponse,
@@ -47,15 +42,11 @@ from collector.backend import (
 from collector.config import CollectorSettings
 from collector.http.auth import BearerAuth
 from collector.http.openapi import docs_page, openapi_document
+from collector.http.query import QueryError, parse_statuses, parse_window
+from collector.http.responses import ENCODER, Handler, error_response, json_response
 from collector.metrics.exporter import FleetExporter
-from collector.records import RecommendationStatus
 
 log = logging.getLogger(__name__)
-
-Handler = Callable[[Request], Awaitable[Response]]
-DAY_SECONDS = 24 * 3600.0
-DEFAULT_STATUSES = (RecommendationStatus.OPEN, RecommendationStatus.NOTIFIED)
-_ENCODER = msgspec.json.Encoder(enc_hook=str)  # free-form evidence values fall back to str
 
 
 def create_app(
@@ -93,17 +84,6 @@ def create_app(
         middleware=[Middleware(AccessLog)],
         exception_handlers={HTTPException: _http_error, Exception: _http_error},
     )
-
-
-def json_response(value: Any, status_code: int = 200, **headers: str) -> Response:
-    body = _ENCODER.encode(value)
-    return Response(body, status_code, headers or None, media_type="application/json")
-
-
-def error_response(
-    status_code: int, error: str, field: str | None = None, reason: str | None = None
-) -> Response:
-    return json_response(ErrorResponse(error, field, reason), status_code)
 
 
 class _Api:
@@ -220,60 +200,6 @@ def _too_large(max_bytes: int) -> IngestError:
     return IngestError(413, f"body is larger than {max_bytes} bytes", reason=RejectReason.TOO_LARGE)
 
 
-class QueryError(ValueError):
-    """A bad query parameter; ``field`` names it."""
-
-    def __init__(self, message: str, field: str) -> None:
-        super().__init__(message)
-        self.field = field
-
-
-def parse_window(params: Any, now: float) -> tuple[float, float]:
-    """(start, end) from ``start``/``end`` query values; default the 24 h before now."""
-    end = parse_instant(params["end"], "end") if "end" in params else now
-    start = parse_instant(params["start"], "start") if "start" in params else end - DAY_SECONDS
-    if start >= end:
-        raise QueryError(f"start ({start:g}) must be before end ({end:g})", "start")
-    return start, end
-
-
-def parse_instant(text: str, name: str) -> float:
-    """Unix seconds, or ISO 8601 (UTC when no offset is given; write '+' as %2B or use Z)."""
-    try:
-        value = float(text)
-    except ValueError:
-        try:
-            moment = datetime.fromisoformat(text)
-        except ValueError:
-            raise QueryError(
-                f"{name}: {text!r} is neither Unix seconds nor an ISO 8601 time", name
-            ) from None
-        if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=UTC)
-        value = moment.timestamp()
-    if not math.isfinite(value) or value < 0:
-        raise QueryError(f"{name}: {text!r} is not a time after 1970", name)
-    return value
-
-
-def parse_statuses(text: str | None) -> tuple[RecommendationStatus, ...]:
-    """``open,notified`` -> statuses; None -> open and notified; ``all`` -> every status."""
-    if text is None:
-        return DEFAULT_STATUSES
-    if text.strip() == "all":
-        return tuple(RecommendationStatus)
-    statuses = []
-    for word in filter(None, (part.strip() for part in text.split(","))):
-        try:
-            statuses.append(RecommendationStatus(word))
-        except ValueError:
-            known = ", ".join(s.value for s in RecommendationStatus)
-            raise QueryError(f"status: {word!r} is not one of {known}, all", "status") from None
-    if not statuses:
-        raise QueryError("status: empty", "status")
-    return tuple(statuses)
-
-
 def _metrics_endpoint(registry: CollectorRegistry) -> Handler:
     async def metrics(request: Request) -> Response:
         encoder, content_type = choose_encoder(request.headers.get("accept", ""))
@@ -285,7 +211,7 @@ def _metrics_endpoint(registry: CollectorRegistry) -> Handler:
 
 def _document_endpoints() -> tuple[Handler, Handler]:
     document = openapi_document()
-    encoded, page = _ENCODER.encode(document), docs_page(document)
+    encoded, page = ENCODER.encode(document), docs_page(document)
 
     async def openapi(request: Request) -> Response:
         return Response(encoded, media_type="application/json")

@@ -31,8 +31,9 @@ from starlette.routing import BaseRoute, Route
 
 from collector.backend import CollectorBackend
 from collector.config import CollectorSettings
-from collector.http.app import Handler, QueryError, error_response, json_response, parse_window
 from collector.http.auth import BearerAuth
+from collector.http.query import QueryError, parse_window
+from collector.http.responses import Handler, error_response, json_response
 from collector.ledger.records import GpuRecord
 from collector.records import HOUR_SECONDS, Usage
 from collector.web.series import SeriesBuffer, SeriesPoint
