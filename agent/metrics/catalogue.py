@@ -16,8 +16,6 @@ the GPU, primary or not, gets its own ``gpufleet_gpu_workload_info`` series.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Literal
 
 from prometheus_client.metrics_core import (
     CounterMetricFamily,
@@ -27,21 +25,8 @@ from prometheus_client.metrics_core import (
 )
 
 from agent.model import Workload, WorkloadKind
-
-MetricType = Literal["gauge", "counter", "info"]
-
-
-@dataclass(frozen=True)
-class MetricSpec:
-    """One metric family. ``name`` is the exposed name (counters include ``_total``)."""
-
-    name: str
-    type: MetricType
-    #: base unit as it appears in the name ("watts", "ratio", ...); "" when dimensionless
-    unit: str
-    labels: tuple[str, ...]
-    help: str
-
+from gpufleet.metric_spec import MetricSpec as MetricSpec
+from gpufleet.metric_spec import MetricType
 
 #: who the GPU is (index as a string, GPU or MIG UUID, model name, MIG profile and parent)
 GPU_IDENTITY_LABELS: tuple[str, ...] = (

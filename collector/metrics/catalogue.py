@@ -1,9 +1,9 @@
 """The collector's metric catalogue: every family collector/metrics/exporter.py can emit.
 
-Same row shape as the agent's catalogue (the collector may not import agent/ beyond the
-wire contract): exposed name, Prometheus type, unit, label names in order, help. Names follow
-the Prometheus naming guide (base unit suffix, counters end in ``_total``); workload labels
-use OpenTelemetry's names (``k8s_namespace_name``) so they never clash with target labels.
+Rows are ``gpufleet.metric_spec.MetricSpec``, as in the agent's catalogue: exposed name,
+Prometheus type, unit, label names in order, help. Names follow the Prometheus naming guide
+(base unit suffix, counters end in ``_total``); workload labels use OpenTelemetry's names
+(``k8s_namespace_name``) so they never clash with target labels.
 
 ``workload`` is the workload key (``pod:ml/notebook-7``, ``slurm:123``); "" means nobody
 held the GPU (unallocated). ``model`` is the canonical price-book model (``H100``), not
@@ -12,23 +12,7 @@ the NVML name. Money is in the price book's currency, named by the ``currency`` 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
-
-MetricType = Literal["gauge", "counter", "info"]
-
-
-@dataclass(frozen=True)
-class MetricSpec:
-    """One metric family. ``name`` is the exposed name (counters include ``_total``)."""
-
-    name: str
-    type: MetricType
-    #: base unit as it appears in the name ("watts", "ratio", ...); "" when dimensionless
-    unit: str
-    labels: tuple[str, ...]
-    help: str
-
+from gpufleet.metric_spec import MetricSpec
 
 GPU_LABELS: tuple[str, ...] = ("node", "gpu", "uuid", "model", "k8s_namespace_name", "workload")
 WORKLOAD_LABELS: tuple[str, ...] = ("k8s_namespace_name", "workload", "team")

@@ -27,7 +27,6 @@ from collector.backend import (
     summarise_fleet,
 )
 from collector.metrics import catalogue as cat
-from collector.metrics.catalogue import MetricSpec
 from collector.records import (
     GpuState,
     GpuView,
@@ -36,6 +35,7 @@ from collector.records import (
     RecommendationStatus,
     WorkloadRef,
 )
+from gpufleet.metric_spec import MetricSpec
 
 log = logging.getLogger(__name__)
 

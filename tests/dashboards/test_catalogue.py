@@ -15,6 +15,7 @@ from agent.metrics.dcgm_fields import DCGM_METRICS
 from agent.model import THROTTLE_REASONS
 from collector.metrics.catalogue import CATALOGUE as COLLECTOR_CATALOGUE
 from collector.records import GpuState, RecommendationKind
+from gpufleet.metric_spec import MetricSpec
 from tests.dashboards.promql import Query, parse
 from tests.dashboards.queries import (
     NVIDIA_DASHBOARD,
@@ -117,3 +118,9 @@ def test_the_checker_catches_a_wrong_metric_label_and_value() -> None:
     assert problems(parse("sum by (pod) (gpufleet_fleet_power_watts)"), known) == [
         "grouping on unknown label pod"
     ]
+
+
+def test_both_catalogues_have_one_row_type() -> None:
+    """The agent's and the collector's rows are one type (gpufleet.metric_spec.MetricSpec), so
+    what a row is, and any rule about rows, is written once."""
+    assert {type(spec) for spec in (*AGENT_CATALOGUE, *COLLECTOR_CATALOGUE)} == {MetricSpec}
