@@ -145,6 +145,19 @@ class RecommendationStatus(enum.StrEnum):
     DISMISSED = "dismissed"
 
 
+#: a recommendation that still stands: nobody acted yet, or the action was taken and the
+#: fleet has not shown the change; notifications and auto-release follow these, and they
+#: resolve once no longer desired
+LIVE_STATUSES = (
+    RecommendationStatus.OPEN,
+    RecommendationStatus.NOTIFIED,
+    RecommendationStatus.ACTED,
+)
+#: a recommendation waiting for someone to act on it: what /metrics counts and what the API
+#: and the consoles list by default
+OPEN_STATUSES = (RecommendationStatus.OPEN, RecommendationStatus.NOTIFIED)
+
+
 @dataclass(frozen=True, slots=True)
 class Savings:
     money_per_month: float

@@ -22,15 +22,14 @@ from collector.actions.policy import Candidate, Decision, deadline_of, decide, e
 from collector.actions.settings import ActionSettings, PolicySettings
 from collector.notify.messages import Event, Facts
 from collector.records import (
+    LIVE_STATUSES,
     GpuView,
     Recommendation,
     RecommendationKind,
-    RecommendationStatus,
     WorkloadRef,
 )
 
 log = logging.getLogger(__name__)
-LIVE = (RecommendationStatus.OPEN, RecommendationStatus.NOTIFIED, RecommendationStatus.ACTED)
 #: after these nothing more happens in an idle episode (stale data only postpones)
 FINAL_STAGES = frozenset({"act", "skip:exempt", "skip:gone"})
 SEVERITY = {"warned": "warning", "acted": "warning", "failed": "critical"}
@@ -82,7 +81,7 @@ class ActionEngine:
         first_seen = self.log.touch(holders, now)
         out = []
         for rec in recs:
-            if rec.kind is not RecommendationKind.RELEASE_IDLE or rec.status not in LIVE:
+            if rec.kind is not RecommendationKind.RELEASE_IDLE or rec.status not in LIVE_STATUSES:
                 continue
             held = holders.get(rec.workload_key)
             if held is None:

@@ -10,10 +10,9 @@ import math
 from datetime import UTC, datetime
 from typing import Any
 
-from collector.records import RecommendationStatus
+from collector.records import OPEN_STATUSES, RecommendationStatus
 
 DAY_SECONDS = 24 * 3600.0
-DEFAULT_STATUSES = (RecommendationStatus.OPEN, RecommendationStatus.NOTIFIED)
 
 
 class QueryError(ValueError):
@@ -55,7 +54,7 @@ def parse_instant(text: str, name: str) -> float:
 def parse_statuses(text: str | None) -> tuple[RecommendationStatus, ...]:
     """``open,notified`` -> statuses; None -> open and notified; ``all`` -> every status."""
     if text is None:
-        return DEFAULT_STATUSES
+        return OPEN_STATUSES
     if text.strip() == "all":
         return tuple(RecommendationStatus)
     statuses = []

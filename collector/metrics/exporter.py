@@ -28,18 +28,17 @@ from collector.backend import (
 )
 from collector.metrics import catalogue as cat
 from collector.records import (
+    OPEN_STATUSES,
     GpuState,
     GpuView,
     Recommendation,
     RecommendationKind,
-    RecommendationStatus,
     WorkloadRef,
 )
 from gpufleet.metric_spec import MetricSpec
 
 log = logging.getLogger(__name__)
 
-OPEN_STATUSES = (RecommendationStatus.OPEN, RecommendationStatus.NOTIFIED)
 #: a workload's counters leave /metrics this long after it last held a GPU
 WORKLOAD_SERIES_TTL_SECONDS = 3600.0
 _KIND_RANK = {"kubernetes_pod": 0, "slurm_job": 1, "manual": 2, "process": 3}

@@ -15,11 +15,14 @@ from dataclasses import dataclass
 
 from collector.notify.messages import Event, Facts
 from collector.notify.settings import NotificationSettings
-from collector.records import Recommendation, RecommendationKind, RecommendationStatus, WorkloadRef
-
-LIVE = frozenset(
-    {RecommendationStatus.OPEN, RecommendationStatus.NOTIFIED, RecommendationStatus.ACTED}
+from collector.records import (
+    LIVE_STATUSES,
+    Recommendation,
+    RecommendationKind,
+    RecommendationStatus,
+    WorkloadRef,
 )
+
 SEVERITY = {RecommendationKind.RELEASE_IDLE: "warning"}
 
 
@@ -79,7 +82,7 @@ def _change(
 ) -> tuple[Event | None, Notified] | None:
     fp = fingerprint(rec)
     was_live = last is not None and last.status == "live"
-    if rec.status in LIVE:
+    if rec.status in LIVE_STATUSES:
         if last is None or not was_live:
             return _event(rec, "opened", f"{rec.opened_at}", index, now), _told(rec, "live", now)
         since = now - last.notified_at

@@ -18,6 +18,7 @@ from collector.recommend import rules as rules
 from collector.recommend.rightsize import right_size
 from collector.recommend.rules import RecommendPolicy
 from collector.records import (
+    LIVE_STATUSES,
     GpuView,
     ModelUsage,
     Recommendation,
@@ -26,9 +27,6 @@ from collector.records import (
 )
 
 __all__ = ["RecommendPolicy", "evaluate", "reconcile"]
-
-#: statuses of a recommendation that still stands (someone may act on it)
-LIVE = (RecommendationStatus.OPEN, RecommendationStatus.NOTIFIED, RecommendationStatus.ACTED)
 
 
 def evaluate(
@@ -99,7 +97,7 @@ def _update(old: Recommendation, new: Recommendation, now: float) -> Recommendat
 
 
 def _expire(old: Recommendation, now: float, resolve_after: float) -> Recommendation | None:
-    standing = old.status in LIVE or old.status is RecommendationStatus.DISMISSED
+    standing = old.status in LIVE_STATUSES or old.status is RecommendationStatus.DISMISSED
     if standing and now - old.updated_at >= resolve_after:
         return dataclasses.replace(old, status=RecommendationStatus.RESOLVED, resolved_at=now)
     return None

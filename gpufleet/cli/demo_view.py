@@ -11,10 +11,8 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
 
-from collector.records import GpuState, Recommendation, RecommendationStatus
+from collector.records import OPEN_STATUSES, GpuState, Recommendation
 from gpufleet.cli.demo_fleet import Demo
-
-LIVE_STATUSES = (RecommendationStatus.OPEN, RecommendationStatus.NOTIFIED)
 
 
 @dataclass(frozen=True)
@@ -58,7 +56,7 @@ def summarise(demo: Demo) -> Summary:
         energy_kwh=sum(e.energy_joules for e in totals.energy) / 3.6e6,
         carbon_kg=sum(e.carbon_grams for e in totals.energy) / 1000.0,
         currency=totals.currency,
-        recommendations=pipeline.recommendations(LIVE_STATUSES),
+        recommendations=pipeline.recommendations(OPEN_STATUSES),
     )
 
 
