@@ -7,24 +7,16 @@ guide: base units as suffixes, counters end in ``_total``, info families in ``_i
 
 Workload labels use OpenTelemetry's names so they never clash with Prometheus target
 labels (``namespace``, ``pod``, ``container``). A GPU series carries the labels of the
-GPU's *primary* workload (see ``primary_workload`` in agent/metrics/exporter.py: a Kubernetes pod
-first, then a Slurm job, then a manual label, then a bare process; ties broken by workload
-key), so that ``sum by (k8s_namespace_name)`` works without a join. Every workload that holds
-the GPU, primary or not, gets its own ``gpufleet_gpu_workload_info`` series.
+GPU's *primary* workload (see ``primary_workload`` in agent/metrics/workload_labels.py: a
+Kubernetes pod first, then a Slurm job, then a manual label, then a bare process; ties broken
+by workload key), so that ``sum by (k8s_namespace_name)`` works without a join. Every workload
+that holds the GPU, primary or not, gets its own ``gpufleet_gpu_workload_info`` series.
+
+The families a scrape fills from these rows are agent/metrics/families.py's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-
-from prometheus_client.metrics_core import (
-    CounterMetricFamily,
-    GaugeMetricFamily,
-    InfoMetricFamily,
-    Metric,
-)
-
-from agent.model import Workload, WorkloadKind
 from gpufleet.metric_spec import MetricSpec as MetricSpec
 from gpufleet.metric_spec import MetricType
 
@@ -255,76 +247,3 @@ def spec_by_name(name: str) -> MetricSpec:
         if spec.name == name:
             return spec
     raise KeyError(f"metric {name!r} is not in the agent catalogue")
-
-
-#: which workload's labels a shared GPU's series carry: pods first, then Slurm jobs, ...
-_KIND_RANK = {
-    WorkloadKind.KUBERNETES_POD: 0,
-    WorkloadKind.SLURM_JOB: 1,
-    WorkloadKind.MANUAL: 2,
-    WorkloadKind.PROCESS: 3,
-}
-
-
-def sorted_workloads(workloads: Iterable[Workload]) -> list[Workload]:
-    """Workloads in a stable order, primary first (pod, Slurm job, manual, process; by key)."""
-    return sorted(workloads, key=lambda w: (_KIND_RANK.get(w.kind, 9), w.key))
-
-
-def primary_workload(workloads: Iterable[Workload]) -> Workload | None:
-    """The workload whose labels a GPU's series carry; None when nobody holds the GPU."""
-    ranked = sorted_workloads(workloads)
-    return ranked[0] if ranked else None
-
-
-def workload_label_values(workload: Workload | None) -> tuple[str, str, str, str]:
-    """k8s_namespace_name, k8s_pod_name, k8s_container_name, slurm_job_id ("" = none)."""
-    if workload is None:
-        return ("", "", "", "")
-    job = workload.slurm_job_id or ""
-    if workload.kind is WorkloadKind.SLURM_JOB:
-        job = job or workload.id
-    if workload.kind is not WorkloadKind.KUBERNETES_POD:
-        return ("", "", "", job)
-    return (workload.namespace or "", workload.name or "", workload.container or "", job)
-
-
-def new_family(spec: MetricSpec) -> Metric:
-    """An empty prometheus_client family for a catalogue row."""
-    labels = list(spec.labels)
-    if spec.type == "counter":
-        return CounterMetricFamily(spec.name.removesuffix("_total"), spec.help, labels=labels)
-    if spec.type == "info":
-        return InfoMetricFamily(spec.name.removesuffix("_info"), spec.help, labels=labels)
-    return GaugeMetricFamily(spec.name, spec.help, labels=labels)
-
-
-class FamilySet:
-    """Fresh families for one scrape, filled row by row; empty families are not emitted."""
-
-    def __init__(self, specs: Sequence[MetricSpec]) -> None:
-        self._specs = {spec.name: spec for spec in specs}
-        self._families: dict[str, Metric] = {spec.name: new_family(spec) for spec in specs}
-        self._seen: set[tuple[str, tuple[str, ...]]] = set()
-
-    def add(self, name: str, label_values: Sequence[str], value: float) -> None:
-        """Add one sample; ``label_values`` follow the row's ``labels`` order.
-
-        Raises ValueError for a wrong label count or a repeated series (Prometheus rejects
-        a whole scrape that holds one series twice).
-        """
-        spec = self._specs[name]
-        if len(label_values) != len(spec.labels):
-            raise ValueError(f"{name}: {len(label_values)} label values for {spec.labels}")
-        key = (name, tuple(label_values))
-        if key in self._seen:
-            raise ValueError(f"{name}: series {label_values} added twice")
-        self._seen.add(key)
-        family = self._families[name]
-        if isinstance(family, InfoMetricFamily):
-            family.add_metric(list(label_values), {})
-        elif isinstance(family, CounterMetricFamily | GaugeMetricFamily):
-            family.add_metric(list(label_values), value)
-
-    def metrics(self) -> list[Metric]:
-        return [family for family in self._families.values() if family.samples]

@@ -27,16 +27,11 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from agent import __version__
-from agent.metrics.catalogue import (
-    AGENT_METRICS,
-    GPU_METRICS,
-    FamilySet,
-    MetricSpec,
-    new_family,
-    primary_workload,
-)
+from agent.metrics.catalogue import AGENT_METRICS, GPU_METRICS, MetricSpec
 from agent.metrics.dcgm import DcgmInput, dcgm_descriptions, dcgm_families
+from agent.metrics.families import FamilySet, new_family
 from agent.metrics.gpu_readings import ScrapedGpu, gpu_readings
+from agent.metrics.workload_labels import primary_workload
 from agent.model import GpuInfo, GpuSample
 from agent.stats import AgentStats, StatsSnapshot
 
