@@ -191,11 +191,6 @@ THROTTLE_REASONS: dict[int, str] = {
 }
 
 
-def throttle_reason_names(mask: int) -> list[str]:
-    """Names of the bits set in a clocks-event reasons mask, in bit order."""
-    return [name for bit, name in THROTTLE_REASONS.items() if mask & bit]
-
-
 _ENCODER = msgspec.json.Encoder()
 
 
