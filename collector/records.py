@@ -84,7 +84,7 @@ class Usage(msgspec.Struct, gc=False):
     """Accumulated usage of one subject (a GPU or a workload) over some span (an hour).
 
     A msgspec Struct with gc=False (only floats): each commit builds one per (hour, GPU)
-    and per (hour, workload), and as tracked objects they survived into the oldest GC
+    and per (hour, workload), and objects the GC tracks would survive into its oldest
     generation and set off full collections of the whole heap."""
 
     active_seconds: float = 0.0

@@ -1,10 +1,11 @@
 """The batch log: each acknowledged batch, as the agent sent it, until its samples are applied.
 
-Appending a batch here is what makes it durable before the collector answers 2xx. A batch
-used to be a row of the SQLite ledger, in a transaction of its own: ~130 us of CPU per batch
-before any fsync (three statements, and a commit that writes four WAL pages and the shared
-index), ~350 us with ``synchronous=FULL``. One ``write`` here costs ~4 us, and the
-``fdatasync`` of FULL ~80-150 us on this project's test machine (bench/README.md).
+Appending a batch here is what makes it durable before the collector answers 2xx. It is a
+file append, not a row of the SQLite ledger, because a row needs a transaction of its own:
+~130 us of CPU per batch before any fsync (three statements, and a commit that writes four
+WAL pages and the shared index), ~350 us with ``synchronous=FULL``, where one ``write`` here
+costs ~4 us and the ``fdatasync`` of FULL ~80-150 us on this project's test machine
+(bench/README.md).
 
 A directory of segment files (``0000000001.seg``, ...), each a run of records::
 
