@@ -92,9 +92,13 @@ class ActionEngine:
         return out
 
     def _next_step(
-        self, rec: Recommendation, ref: WorkloadRef, views: tuple[GpuView, ...],
-        first_seen: float, now: float,
-    ) -> Step | None:  # fmt: skip
+        self,
+        rec: Recommendation,
+        ref: WorkloadRef,
+        views: tuple[GpuView, ...],
+        first_seen: float,
+        now: float,
+    ) -> Step | None:
         policy = self.settings.policy_for(ref.namespace)
         if policy.mode == "off":
             return None
@@ -145,17 +149,30 @@ class ActionEngine:
             outcome, detail = "acted", done
         except ExecutorError as err:
             outcome, detail = "failed", str(err)
-        final = LogEntry(entry.at, entry.workload_key, entry.episode_start, entry.stage,
-                         outcome, entry.mode, entry.dry_run, detail)  # fmt: skip
+        final = LogEntry(
+            entry.at,
+            entry.workload_key,
+            entry.episode_start,
+            entry.stage,
+            outcome,
+            entry.mode,
+            entry.dry_run,
+            detail,
+        )
         self.log.update(final)
         log.warning("auto-release %s: %s %s", outcome, step.ref.key, detail)
         self._announce(step, outcome, "", Inspection(True, False, detail, seen.opt_out), now)
         return final
 
     def _finish(
-        self, step: Step, outcome: str, reason: str, seen: Inspection, now: float,
+        self,
+        step: Step,
+        outcome: str,
+        reason: str,
+        seen: Inspection,
+        now: float,
         stage: str | None = None,
-    ) -> LogEntry:  # fmt: skip
+    ) -> LogEntry:
         entry = self._entry(step, outcome, reason or seen.action, now, stage)
         if self.log.record(entry):
             log.info("auto-release %s: %s %s", outcome, step.ref.key, entry.detail)
@@ -165,9 +182,16 @@ class ActionEngine:
     def _entry(
         self, step: Step, decision: str, detail: str, now: float, stage: str | None = None
     ) -> LogEntry:
-        return LogEntry(now, step.ref.key, step.decision.episode_start,
-                        stage or step.decision.stage, decision, step.policy.mode,
-                        step.policy.dry_run, detail)  # fmt: skip
+        return LogEntry(
+            now,
+            step.ref.key,
+            step.decision.episode_start,
+            stage or step.decision.stage,
+            decision,
+            step.policy.mode,
+            step.policy.dry_run,
+            detail,
+        )
 
     def _announce(
         self, step: Step, outcome: str, reason: str, seen: Inspection, now: float
@@ -183,18 +207,32 @@ def action_event(step: Step, outcome: str, reason: str, seen: Inspection, now: f
     s = rec.savings
     deadline = decision.deadline if outcome in ("warned", "notify_only", "dry_run") else None
     facts = Facts(
-        title=rec.title, rec_kind=rec.kind.value, workload=ref.key, namespace=ref.namespace,
-        user=ref.user, nodes=sorted({v.node for v in step.views}),
+        title=rec.title,
+        rec_kind=rec.kind.value,
+        workload=ref.key,
+        namespace=ref.namespace,
+        user=ref.user,
+        nodes=sorted({v.node for v in step.views}),
         gpus=[v.uuid for v in step.views],
         gpu_models=", ".join(sorted({v.model for v in step.views})),
         idle_seconds=now - decision.episode_start if decision.episode_start else None,
-        money_per_hour=s.money_per_hour, money_per_month=s.money_per_month, currency=s.currency,
-        energy_kwh_per_month=s.energy_kwh_per_month, carbon_kg_per_month=s.carbon_kg_per_month,
-        action=seen.action, deadline=deadline,
-        opt_out=seen.opt_out if outcome == "warned" else "", reason=reason,
-    )  # fmt: skip
-    labels = {"namespace": ref.namespace, "team": ref.team, "user": ref.user,
-              "workload": ref.key, "kind": "auto_release"}  # fmt: skip
+        money_per_hour=s.money_per_hour,
+        money_per_month=s.money_per_month,
+        currency=s.currency,
+        energy_kwh_per_month=s.energy_kwh_per_month,
+        carbon_kg_per_month=s.carbon_kg_per_month,
+        action=seen.action,
+        deadline=deadline,
+        opt_out=seen.opt_out if outcome == "warned" else "",
+        reason=reason,
+    )
+    labels = {
+        "namespace": ref.namespace,
+        "team": ref.team,
+        "user": ref.user,
+        "workload": ref.key,
+        "kind": "auto_release",
+    }
     return Event(
         key=f"action|{ref.key}|{decision.episode_start}|{decision.stage}|{outcome}",
         source="actions",

@@ -86,9 +86,12 @@ class SlurmExecutor:
         argv = self.argv(target, reason)
         try:
             done = subprocess.run(
-                argv, capture_output=True, text=True, timeout=self.settings.timeout_seconds,
+                argv,
+                capture_output=True,
+                text=True,
+                timeout=self.settings.timeout_seconds,
                 check=False,
-            )  # fmt: skip
+            )
         except (OSError, subprocess.TimeoutExpired) as err:
             raise ExecutorError(f"scancel: {type(err).__name__}: {err}") from err
         if done.returncode != 0:
@@ -122,8 +125,11 @@ class WebhookExecutor:
         }
         body = json_body(payload)
         now = int(time.time())
-        headers = {"Content-Type": "application/json", "webhook-id": msg_id,
-                   "webhook-timestamp": str(now)}  # fmt: skip
+        headers = {
+            "Content-Type": "application/json",
+            "webhook-id": msg_id,
+            "webhook-timestamp": str(now),
+        }
         if self._secret:
             headers["webhook-signature"] = standard_webhooks.signature(
                 self._secret, msg_id, now, body

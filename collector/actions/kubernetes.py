@@ -89,15 +89,29 @@ class KubernetesExecutor:
         )
         body = {"spec": {"replicas": 0}}
         if owner is not None and owner.kind == "Deployment":
-            self._call(self.apps.patch_namespaced_deployment_scale, owner.name, target.namespace,
-                       body, must_exist=True)  # fmt: skip
+            self._call(
+                self.apps.patch_namespaced_deployment_scale,
+                owner.name,
+                target.namespace,
+                body,
+                must_exist=True,
+            )
         elif owner is not None:
-            self._call(self.apps.patch_namespaced_stateful_set_scale, owner.name,
-                       target.namespace, body, must_exist=True)  # fmt: skip
+            self._call(
+                self.apps.patch_namespaced_stateful_set_scale,
+                owner.name,
+                target.namespace,
+                body,
+                must_exist=True,
+            )
         else:
-            self._call(self.core.delete_namespaced_pod, target.name, target.namespace,
-                       grace_period_seconds=self.settings.grace_period_seconds,
-                       must_exist=True)  # fmt: skip
+            self._call(
+                self.core.delete_namespaced_pod,
+                target.name,
+                target.namespace,
+                grace_period_seconds=self.settings.grace_period_seconds,
+                must_exist=True,
+            )
         return seen.action
 
     def _owner(self, meta: Any) -> Owner | None:

@@ -47,9 +47,17 @@ class ActionLog:
             cursor = conn.execute(
                 "INSERT OR IGNORE INTO action_log (at, workload_key, episode_start, stage, "
                 "decision, mode, dry_run, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (entry.at, entry.workload_key, entry.episode_start, entry.stage,
-                 entry.decision, entry.mode, int(entry.dry_run), entry.detail),
-            )  # fmt: skip
+                (
+                    entry.at,
+                    entry.workload_key,
+                    entry.episode_start,
+                    entry.stage,
+                    entry.decision,
+                    entry.mode,
+                    int(entry.dry_run),
+                    entry.detail,
+                ),
+            )
             return cursor.rowcount == 1
 
     def update(self, entry: LogEntry) -> None:
@@ -58,9 +66,14 @@ class ActionLog:
             conn.execute(
                 "UPDATE action_log SET decision = ?, detail = ? "
                 "WHERE workload_key = ? AND episode_start = ? AND stage = ?",
-                (entry.decision, entry.detail, entry.workload_key, entry.episode_start,
-                 entry.stage),
-            )  # fmt: skip
+                (
+                    entry.decision,
+                    entry.detail,
+                    entry.workload_key,
+                    entry.episode_start,
+                    entry.stage,
+                ),
+            )
 
     def stages(self, workload_key: str, episode_start: float) -> dict[str, float]:
         """Stage -> when it was recorded, for one workload's idle episode."""

@@ -151,8 +151,9 @@ def _parse_price(raw: Any, where: str, base: ModelPrice | None) -> ModelPrice:
             raise ConfigError(f"{where}.{key}: expected a price >= 0, got {value!r}")
         values[key] = float(value)
     if values.get("current_plan", "on_demand") not in PLANS:
-        raise ConfigError(f"{where}.current_plan: expected one of {PLANS}, got "
-                          f"{values['current_plan']!r}")  # fmt: skip
+        raise ConfigError(
+            f"{where}.current_plan: expected one of {PLANS}, got {values['current_plan']!r}"
+        )
     return ModelPrice(**values)
 
 

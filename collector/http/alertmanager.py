@@ -55,8 +55,9 @@ def parse(body: bytes) -> Payload:
     except msgspec.DecodeError as err:
         raise ValueError(f"not an Alertmanager webhook payload: {err}") from err
     if payload.version != "4":
-        raise ValueError(f"version: only Alertmanager webhook version 4 is accepted, got "
-                         f"{payload.version!r}")  # fmt: skip
+        raise ValueError(
+            f"version: only Alertmanager webhook version 4 is accepted, got {payload.version!r}"
+        )
     return payload
 
 

@@ -255,5 +255,6 @@ class AccessLog:
             level = logging.DEBUG if status[0] < 400 else logging.INFO
             if log.isEnabledFor(level):
                 elapsed_ms = (time.perf_counter() - started) * 1000
-                log.log(level, "%s %s %d %.1f ms", scope["method"], scope["path"], status[0],
-                        elapsed_ms)  # fmt: skip
+                log.log(
+                    level, "%s %s %d %.1f ms", scope["method"], scope["path"], status[0], elapsed_ms
+                )

@@ -55,8 +55,13 @@ def _error(description: str) -> dict[str, Any]:
 
 def _query(name: str, description: str, example: str) -> dict[str, Any]:
     schema = {"type": "string", "examples": [example]}
-    return {"name": name, "in": "query", "required": False, "description": description,
-            "schema": schema}  # fmt: skip
+    return {
+        "name": name,
+        "in": "query",
+        "required": False,
+        "description": description,
+        "schema": schema,
+    }
 
 
 def _operation(

@@ -125,8 +125,9 @@ class AcceptedBatches:
             forgotten, self._forgotten = self._forgotten, []
         save_streams(conn, streams)
         if self.log.directory is not None:  # a memory log is never read back
-            conn.executemany("INSERT OR IGNORE INTO intake_done VALUES (?)",
-                             [(i,) for i in batches_done])  # fmt: skip
+            conn.executemany(
+                "INSERT OR IGNORE INTO intake_done VALUES (?)", [(i,) for i in batches_done]
+            )
             conn.executemany(
                 "DELETE FROM intake_done WHERE batch_id >= ? AND batch_id < ?",
                 [(n << 32, (n + 1) << 32) for n in forgotten],

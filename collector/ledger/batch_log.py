@@ -270,8 +270,11 @@ def _parse(data: bytes, number: int) -> list[LoggedBatch]:
         entry = BatchRecord(
             bytes(payload[_META.size : node_end]).decode(),
             bytes(payload[node_end:boot_end]).decode(),
-            seq, at, bytes(payload[boot_end:]), count,
-        )  # fmt: skip
+            seq,
+            at,
+            bytes(payload[boot_end:]),
+            count,
+        )
         out.append(LoggedBatch(bid, entry))
         pos = end
     return out

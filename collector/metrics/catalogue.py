@@ -227,25 +227,40 @@ NOTIFY_OUTBOX_PENDING = MetricSpec(
 NOTIFY: tuple[MetricSpec, ...] = (NOTIFY_MESSAGES, NOTIFY_CHANNEL_BROKEN, NOTIFY_OUTBOX_PENDING)
 
 INFLUX_ENQUEUED = MetricSpec(
-    "gpufleet_influx_points_enqueued_total", "counter", "", (),
+    "gpufleet_influx_points_enqueued_total",
+    "counter",
+    "",
+    (),
     "Points queued for InfluxDB since the collector started.",
-)  # fmt: skip
+)
 INFLUX_WRITTEN = MetricSpec(
-    "gpufleet_influx_points_written_total", "counter", "", (),
+    "gpufleet_influx_points_written_total",
+    "counter",
+    "",
+    (),
     "Points InfluxDB accepted since the collector started.",
-)  # fmt: skip
+)
 INFLUX_DROPPED = MetricSpec(
-    "gpufleet_influx_points_dropped_total", "counter", "", ("reason",),
+    "gpufleet_influx_points_dropped_total",
+    "counter",
+    "",
+    ("reason",),
     "Points given up: overflow (queue full), rejected (by the server), shutdown, unreadable.",
-)  # fmt: skip
+)
 INFLUX_WRITE_FAILURES = MetricSpec(
-    "gpufleet_influx_write_failures_total", "counter", "", (),
+    "gpufleet_influx_write_failures_total",
+    "counter",
+    "",
+    (),
     "Write requests to InfluxDB that failed (retried with backoff).",
-)  # fmt: skip
+)
 INFLUX_QUEUE = MetricSpec(
-    "gpufleet_influx_queue_points", "gauge", "", (),
+    "gpufleet_influx_queue_points",
+    "gauge",
+    "",
+    (),
     "Points waiting for InfluxDB, including those in flight.",
-)  # fmt: skip
+)
 INFLUX: tuple[MetricSpec, ...] = (
     INFLUX_ENQUEUED, INFLUX_WRITTEN, INFLUX_DROPPED, INFLUX_WRITE_FAILURES, INFLUX_QUEUE,
 )  # fmt: skip

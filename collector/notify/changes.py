@@ -108,10 +108,13 @@ def _told(rec: Recommendation, status: str, now: float) -> Notified:
 def _event(rec: Recommendation, kind: str, stamp: str, index: FleetIndex, now: float) -> Event:
     ref = index.workloads.get(rec.workload_key)
     labels = {
-        "namespace": rec.namespace, "team": ref.team if ref else "",
-        "user": ref.user if ref else "", "node": rec.node, "kind": rec.kind.value,
+        "namespace": rec.namespace,
+        "team": ref.team if ref else "",
+        "user": ref.user if ref else "",
+        "node": rec.node,
+        "kind": rec.kind.value,
         "workload": rec.workload_key,
-    }  # fmt: skip
+    }
     severity = "info" if kind == "resolved" else SEVERITY.get(rec.kind, "info")
     return Event(
         key=f"{rec.id}|{kind}|{stamp}",

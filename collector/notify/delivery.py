@@ -46,9 +46,12 @@ RATE_WINDOW_SECONDS = 60.0
 
 
 def plan(
-    items: Sequence[T], budget: int, per_message: int, max_items: int,
+    items: Sequence[T],
+    budget: int,
+    per_message: int,
+    max_items: int,
     fits: Callable[[Sequence[T]], bool],
-) -> list[list[T]]:  # fmt: skip
+) -> list[list[T]]:
     """Split ``items`` (oldest first) into at most ``budget`` messages of up to
     ``per_message`` items, packing more per message (up to ``max_items``) when the budget
     is short; a message that does not ``fits`` sheds its last items to a later pass."""
@@ -120,10 +123,12 @@ class Notifier:
         budget = channel.rate_per_minute - self.outbox.messages_sent_since(channel.name, since)
         service = SERVICES[channel.kind]
         groups = plan(
-            due, budget, self.settings.digest_max_items if interval > 0 else 1,
+            due,
+            budget,
+            self.settings.digest_max_items if interval > 0 else 1,
             self.settings.digest_max_items,
             lambda group: service.fits(self._text(channel, group), channel),
-        )  # fmt: skip
+        )
         sent = 0
         for group in groups:
             if not self._send(channel, service, group, now):
@@ -153,31 +158,43 @@ class Notifier:
         ids = [p.id for p in group]
         if outcome.verdict is Verdict.PERMANENT:
             self.stats.mark_broken(channel.name, channel.kind, outcome.detail)
-            log.error("notification channel %r (%s) refused a message permanently: %s; "
-                      "fix its configuration and restart", channel.name, channel.kind,
-                      outcome.detail)  # fmt: skip
+            log.error(
+                "notification channel %r (%s) refused a message permanently: %s; "
+                "fix its configuration and restart",
+                channel.name,
+                channel.kind,
+                outcome.detail,
+            )
             return
         if outcome.verdict is Verdict.RATE_LIMITED:
             until = now + (outcome.retry_after_seconds or RATE_WINDOW_SECONDS)
             self._paused_until[channel.name] = until
             self.outbox.defer(ids, until, count_attempt=False)
-            log.warning("notification channel %r rate-limited until +%.0f s", channel.name,
-                        until - now)  # fmt: skip
+            log.warning(
+                "notification channel %r rate-limited until +%.0f s", channel.name, until - now
+            )
             return
         attempts = max(p.attempts for p in group)
         backoff = self.settings.backoff_initial_seconds * 2**attempts
         delay = max(outcome.retry_after_seconds or 0.0, backoff)
         until = now + min(delay, self.settings.backoff_max_seconds)
         self.outbox.defer(ids, until, count_attempt=True)
-        log.warning("notification channel %r: %s; retrying in %.0f s", channel.name,
-                    outcome.detail, until - now)  # fmt: skip
+        log.warning(
+            "notification channel %r: %s; retrying in %.0f s",
+            channel.name,
+            outcome.detail,
+            until - now,
+        )
 
     def _post(self, service: Service, request: Request) -> SendOutcome:
         timeout = self.settings.timeout_seconds
         outgoing = httpx.Request(
-            "POST", request.url, content=request.body, headers=request.headers,
+            "POST",
+            request.url,
+            content=request.body,
+            headers=request.headers,
             extensions={"timeout": dict.fromkeys(("connect", "read", "write", "pool"), timeout)},
-        )  # fmt: skip
+        )
         try:
             response = self.transport.handle_request(outgoing)
             try:

@@ -44,11 +44,13 @@ def card(text: Text) -> dict[str, Any]:
         content += "\n" + " ".join(f"<at id={m}></at>" for m in text.mentions)
     elements: list[dict[str, Any]] = [{"tag": "markdown", "content": content}]
     for label, url in text.links:
-        elements.append({
-            "tag": "button",
-            "text": {"tag": "plain_text", "content": label},
-            "behaviors": [{"type": "open_url", "default_url": url}],
-        })  # fmt: skip
+        elements.append(
+            {
+                "tag": "button",
+                "text": {"tag": "plain_text", "content": label},
+                "behaviors": [{"type": "open_url", "default_url": url}],
+            }
+        )
     return {
         "schema": "2.0",
         "header": {

@@ -107,9 +107,12 @@ def headline(event: Event, words: phrases.Phrases) -> str:
         event.kind, "{title}"
     )
     return template.format(
-        subject=subject, n=len(f.gpus) or "", title=f.title, action=f.action,
+        subject=subject,
+        n=len(f.gpus) or "",
+        title=f.title,
+        action=f.action,
         deadline=format_time(f.deadline) if f.deadline is not None else "",
-    )  # fmt: skip
+    )
 
 
 def fields(event: Event, words: phrases.Phrases) -> tuple[tuple[str, str], ...]:
@@ -127,11 +130,21 @@ def fields(event: Event, words: phrases.Phrases) -> tuple[tuple[str, str], ...]:
     if f.idle_seconds is not None:
         add((words.label["idle"], words.duration(f.idle_seconds)))
     if f.money_per_hour is not None:
-        add((words.label["cost"], words.cost.format(
-            hour=f.money_per_hour, month=f.money_per_month or 0.0, cur=f.currency)))  # fmt: skip
+        add(
+            (
+                words.label["cost"],
+                words.cost.format(
+                    hour=f.money_per_hour, month=f.money_per_month or 0.0, cur=f.currency
+                ),
+            )
+        )
     if f.energy_kwh_per_month is not None:
-        add((words.label["energy"], words.energy.format(
-            kwh=f.energy_kwh_per_month, kg=f.carbon_kg_per_month or 0.0)))  # fmt: skip
+        add(
+            (
+                words.label["energy"],
+                words.energy.format(kwh=f.energy_kwh_per_month, kg=f.carbon_kg_per_month or 0.0),
+            )
+        )
     _add_action_fields(f, words, add)
     if f.detail:
         add((words.label["detail"], f.detail))

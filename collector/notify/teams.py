@@ -28,13 +28,20 @@ COLOURS = {"critical": "attention", "warning": "warning", "info": "accent"}
 
 def card(text: Text) -> dict[str, Any]:
     body: list[dict[str, Any]] = [
-        {"type": "TextBlock", "text": text.title, "weight": "bolder", "size": "medium",
-         "wrap": True, "color": COLOURS.get(text.severity, "default")},
-    ]  # fmt: skip
+        {
+            "type": "TextBlock",
+            "text": text.title,
+            "weight": "bolder",
+            "size": "medium",
+            "wrap": True,
+            "color": COLOURS.get(text.severity, "default"),
+        },
+    ]
     for section in text.sections:
         if section.heading:
-            body.append({"type": "TextBlock", "text": section.heading, "weight": "bolder",
-                         "wrap": True})  # fmt: skip
+            body.append(
+                {"type": "TextBlock", "text": section.heading, "weight": "bolder", "wrap": True}
+            )
         facts = [{"title": label, "value": value} for label, value in section.fields]
         body.append({"type": "FactSet", "facts": facts})
     content: dict[str, Any] = {

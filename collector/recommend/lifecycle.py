@@ -74,8 +74,9 @@ def reconcile(
     changed = []
     for old in existing:
         new = wanted.pop(old.id, None)
-        updated = _update(old, new, now) if new is not None else _expire(
-            old, now, resolve_after_seconds)  # fmt: skip
+        updated = (
+            _update(old, new, now) if new is not None else _expire(old, now, resolve_after_seconds)
+        )
         if updated is not None:
             changed.append(updated)
     changed += [_open(rec, now) for rec in wanted.values()]

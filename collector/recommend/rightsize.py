@@ -39,7 +39,8 @@ def _right_size(
     need_compute = profile.sm_activity_peak * current.relative_compute * headroom
     price = ctx.prices.price_per_gpu_hour(current.name)
     target = _fitting_mig(current, need_memory, need_compute, price) or _fitting_model(
-        current, need_memory, need_compute, price, ctx)  # fmt: skip
+        current, need_memory, need_compute, price, ctx
+    )
     if target is None:
         return None
     name, target_price, watts_saved = target
@@ -57,11 +58,16 @@ def _right_size(
         "price_per_gpu_hour": {"current": price, "target": target_price},
     }
     key = profile.workload.key
-    return make(RecommendationKind.RIGHT_SIZE, key, ctx,
-                title=f"Right-size {key}: {current.name} -> {name}, "
-                      f"{money:.2f} {savings.currency}/h",
-                evidence=evidence, savings=savings, workload_key=key,
-                namespace=profile.workload.namespace)  # fmt: skip
+    return make(
+        RecommendationKind.RIGHT_SIZE,
+        key,
+        ctx,
+        title=f"Right-size {key}: {current.name} -> {name}, {money:.2f} {savings.currency}/h",
+        evidence=evidence,
+        savings=savings,
+        workload_key=key,
+        namespace=profile.workload.namespace,
+    )
 
 
 def _fitting_mig(

@@ -161,12 +161,22 @@ def _release(
         "power_watts": watts,
         "price_per_hour": money,
     }
-    title = (f"Release {len(views)} idle {models} GPU(s) held by {ref.key}: "
-             f"{money:.2f} {savings.currency}/h")  # fmt: skip
-    return make(RecommendationKind.RELEASE_IDLE, ref.key, ctx, title=title, evidence=evidence,
-                savings=savings, gpu_uuids=tuple(v.uuid for v in views),
-                node=nodes[0] if len(nodes) == 1 else "", workload_key=ref.key,
-                namespace=ref.namespace)  # fmt: skip
+    title = (
+        f"Release {len(views)} idle {models} GPU(s) held by {ref.key}: "
+        f"{money:.2f} {savings.currency}/h"
+    )
+    return make(
+        RecommendationKind.RELEASE_IDLE,
+        ref.key,
+        ctx,
+        title=title,
+        evidence=evidence,
+        savings=savings,
+        gpu_uuids=tuple(v.uuid for v in views),
+        node=nodes[0] if len(nodes) == 1 else "",
+        workload_key=ref.key,
+        namespace=ref.namespace,
+    )
 
 
 def scale_down(gpus: Sequence[GpuView], ctx: RuleContext) -> list[Recommendation]:
@@ -196,8 +206,11 @@ def _scale_down(node: str, idle: list[GpuView], whole: bool, ctx: RuleContext) -
     watts = sum(ctx.idle_watts(v) for v in idle)
     savings = ctx.savings(money, watts, node)
     since = max(v.idle_since or ctx.now for v in idle)
-    what = f"node {node} (all {len(idle)} GPUs idle, unallocated)" if whole else (
-        f"{len(idle)} unallocated idle GPU(s) on {node}")  # fmt: skip
+    what = (
+        f"node {node} (all {len(idle)} GPUs idle, unallocated)"
+        if whole
+        else (f"{len(idle)} unallocated idle GPU(s) on {node}")
+    )
     evidence: dict[str, object] = {
         "window_seconds": ctx.settings.idle_window_seconds,
         "idle_since": since,
@@ -207,10 +220,16 @@ def _scale_down(node: str, idle: list[GpuView], whole: bool, ctx: RuleContext) -
         "power_watts": watts,
         "price_per_hour": money,
     }
-    return make(RecommendationKind.SCALE_DOWN, node, ctx,
-                title=f"Scale down {what}: {money:.2f} {savings.currency}/h",
-                evidence=evidence, savings=savings, gpu_uuids=tuple(v.uuid for v in idle),
-                node=node)  # fmt: skip
+    return make(
+        RecommendationKind.SCALE_DOWN,
+        node,
+        ctx,
+        title=f"Scale down {what}: {money:.2f} {savings.currency}/h",
+        evidence=evidence,
+        savings=savings,
+        gpu_uuids=tuple(v.uuid for v in idle),
+        node=node,
+    )
 
 
 def pricing_plan(models: Sequence[ModelUsage], ctx: RuleContext) -> list[Recommendation]:
@@ -250,7 +269,12 @@ def _pricing(usage: ModelUsage, ctx: RuleContext) -> Recommendation | None:
         "price_per_gpu_hour": {"on_demand": od, "reserved": res},
     }
     subject = f"model:{usage.model}"
-    return make(RecommendationKind.PRICING_PLAN, subject, ctx,
-                title=f"Switch {usage.gpu_count} {usage.model} GPU(s) to {target}: "
-                      f"allocated {allocated:.0%} vs break-even {break_even:.0%}",
-                evidence=evidence, savings=ctx.savings(money, 0.0))  # fmt: skip
+    return make(
+        RecommendationKind.PRICING_PLAN,
+        subject,
+        ctx,
+        title=f"Switch {usage.gpu_count} {usage.model} GPU(s) to {target}: "
+        f"allocated {allocated:.0%} vs break-even {break_even:.0%}",
+        evidence=evidence,
+        savings=ctx.savings(money, 0.0),
+    )

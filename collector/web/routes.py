@@ -53,9 +53,7 @@ class GpuUsageSource(Protocol):
 
 
 class PriceSource(Protocol):
-    def price_per_gpu_hour(
-        self, model: str, node: str = "", plan: str = "on_demand"
-    ) -> float: ...  # fmt: skip
+    def price_per_gpu_hour(self, model: str, node: str = "", plan: str = "on_demand") -> float: ...
 
 
 @dataclass(frozen=True)

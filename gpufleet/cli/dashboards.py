@@ -26,8 +26,9 @@ from gpufleet.settings import ConfigError, read_secret
 
 
 def add_parser(commands: Any) -> None:
-    p = commands.add_parser("dashboards", help="generate or publish Grafana dashboards",
-                            description=__doc__)  # fmt: skip
+    p = commands.add_parser(
+        "dashboards", help="generate or publish Grafana dashboards", description=__doc__
+    )
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     gen = actions.add_parser("generate", help="write dashboards/*.json and README.md")
     gen.add_argument("--out", type=Path, default=Path("dashboards"), help="target directory")

@@ -108,9 +108,14 @@ def influx_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> Inf
 
 
 def _agent(
-    node: Any, i: int, args: argparse.Namespace, clock: SimClock, url: str, token: str,
+    node: Any,
+    i: int,
+    args: argparse.Namespace,
+    clock: SimClock,
+    url: str,
+    token: str,
     workdir: Path,
-) -> DemoAgent:  # fmt: skip
+) -> DemoAgent:
     stats = AgentStats()
     shipper_settings = ShipperSettings(
         url=url,

@@ -81,17 +81,26 @@ def render(demo: Demo, summary: Summary, final: bool = False) -> Group:
         recs.add_column(column)
     for rec in summary.recommendations[: 20 if final else 6]:
         s = rec.savings
-        recs.add_row(rec.kind.value, rec.subject, f"{s.money_per_month:,.0f}",
-                     f"{s.energy_kwh_per_month:,.0f}", f"{s.carbon_kg_per_month:,.0f}")  # fmt: skip
+        recs.add_row(
+            rec.kind.value,
+            rec.subject,
+            f"{s.money_per_month:,.0f}",
+            f"{s.energy_kwh_per_month:,.0f}",
+            f"{s.carbon_kg_per_month:,.0f}",
+        )
     return Group(head, recs)
 
 
 def print_urls(demo: Demo) -> None:
     console = Console()
-    console.print(f"collector   {demo.url}  (API: /v1/fleet /v1/workloads /v1/recommendations, "
-                  f"/metrics, /openapi.json, /docs)")  # fmt: skip
-    console.print(f"API token   {demo.token}  (this demo's only; "
-                  f"curl -H 'Authorization: Bearer {demo.token}' {demo.url}/v1/fleet)")  # fmt: skip
+    console.print(
+        f"collector   {demo.url}  (API: /v1/fleet /v1/workloads /v1/recommendations, "
+        f"/metrics, /openapi.json, /docs)"
+    )
+    console.print(
+        f"API token   {demo.token}  (this demo's only; "
+        f"curl -H 'Authorization: Bearer {demo.token}' {demo.url}/v1/fleet)"
+    )
     console.print(f"console     {demo.url}/ui/#token={demo.token}  (signs this browser tab in)")
     for agent in demo.agents:
         console.print(f"agent       {agent.metrics_url}")

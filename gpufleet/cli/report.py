@@ -29,8 +29,9 @@ COLUMNS = ("group", "idle_gpu_hours", "waste", "gpu_hours", "cost", "energy_kwh"
 
 
 def add_parser(commands: Any) -> None:
-    p = commands.add_parser("report", help="waste, energy and carbon by namespace/team",
-                            description=__doc__)  # fmt: skip
+    p = commands.add_parser(
+        "report", help="waste, energy and carbon by namespace/team", description=__doc__
+    )
     p.add_argument("--config", type=Path, help="the collector's YAML settings")
     p.add_argument("--db", help="ledger: SQLite file (default: from config, gpufleet.db)")
     p.add_argument("--by", choices=["namespace", "team", "model", "node"], default="namespace")
@@ -50,16 +51,18 @@ def rows_for(usages: list[tuple[str, Usage]]) -> list[dict[str, Any]]:
     rows = []
     for group, u in usages:
         known = u.active_seconds + u.idle_seconds
-        rows.append({
-            "group": group or "(none)",
-            "idle_gpu_hours": round(u.idle_seconds / 3600, 3),
-            "waste": round(u.idle_cost, 2),
-            "gpu_hours": round(known / 3600, 3),
-            "cost": round(u.cost, 2),
-            "energy_kwh": round(u.energy_joules / 3.6e6, 3),
-            "estimated_energy_kwh": round(u.estimated_energy_joules / 3.6e6, 3),
-            "carbon_kg": round(u.carbon_grams / 1000, 3),
-        })  # fmt: skip
+        rows.append(
+            {
+                "group": group or "(none)",
+                "idle_gpu_hours": round(u.idle_seconds / 3600, 3),
+                "waste": round(u.idle_cost, 2),
+                "gpu_hours": round(known / 3600, 3),
+                "cost": round(u.cost, 2),
+                "energy_kwh": round(u.energy_joules / 3.6e6, 3),
+                "estimated_energy_kwh": round(u.estimated_energy_joules / 3.6e6, 3),
+                "carbon_kg": round(u.carbon_grams / 1000, 3),
+            }
+        )
     return sorted(rows, key=lambda r: (-r["waste"], r["group"]))
 
 
@@ -70,8 +73,11 @@ def run(args: argparse.Namespace) -> int:
     url = settings.ledger.url
     if "://" not in url and url != ":memory:" and not Path(url).exists():
         raise ConfigError(f"ledger.url: no ledger at {url!r} (run the collector first, or --db)")
-    prices = (PriceBook.load(settings.pricing.price_book) if settings.pricing.price_book
-              else PriceBook.example())  # fmt: skip
+    prices = (
+        PriceBook.load(settings.pricing.price_book)
+        if settings.pricing.price_book
+        else PriceBook.example()
+    )
     end = time.time()
     start = end - parse_period(args.period)
     with Ledger.open(url) as ledger:
@@ -82,8 +88,11 @@ def run(args: argparse.Namespace) -> int:
 
 def emit(rows: list[dict[str, Any]], args: argparse.Namespace, currency: str) -> None:
     if args.format == "json":
-        json.dump({"by": args.by, "period": args.period, "currency": currency, "rows": rows},
-                  sys.stdout, indent=2)  # fmt: skip
+        json.dump(
+            {"by": args.by, "period": args.period, "currency": currency, "rows": rows},
+            sys.stdout,
+            indent=2,
+        )
         sys.stdout.write("\n")
     elif args.format == "csv":
         writer = csv.DictWriter(sys.stdout, fieldnames=COLUMNS)

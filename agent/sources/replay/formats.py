@@ -37,9 +37,10 @@ META_COLUMNS = (*GPU_COLUMNS, *WORKLOAD_COLUMNS)
 SAMPLE_FIELDS = frozenset(f.name for f in msgspec.structs.fields(GpuSample))
 #: GpuSample fields a CSV column can hold (not lists, not the row's identity)
 SCALAR_FIELDS = tuple(
-    f.name for f in msgspec.structs.fields(GpuSample)
+    f.name
+    for f in msgspec.structs.fields(GpuSample)
     if f.name not in ("timestamp", "gpu_uuid", "xid_errors", "processes", "workloads")
-)  # fmt: skip
+)
 _TRACE_SUFFIXES = (".csv", ".jsonl", ".ndjson", ".tar.gz", ".tgz")
 
 
@@ -61,8 +62,9 @@ class TraceRows:
             self._workloads[key] = workload_from_meta(dict(key))
         return self._workloads[key]
 
-    def add(self, gpu_uuid: str, timestamp: float, fields: dict[str, Any],
-            meta: Mapping[str, Any]) -> None:  # fmt: skip
+    def add(
+        self, gpu_uuid: str, timestamp: float, fields: dict[str, Any], meta: Mapping[str, Any]
+    ) -> None:
         self.records.setdefault(gpu_uuid, {}).setdefault(timestamp, {}).update(fields)
         known = self.meta.setdefault(gpu_uuid, {})
         known.update({k: v for k, v in meta.items() if v not in (None, "")})
@@ -182,18 +184,30 @@ def workload_from_meta(meta: Mapping[str, Any]) -> Workload | None:
     team = text("team")
     if text("slurm_job_id") is not None:
         job = str(text("slurm_job_id"))
-        return Workload(kind=WorkloadKind.SLURM_JOB, id=job, slurm_job_id=job,
-                        name=text("job_name"), user=text("user"), team=team)  # fmt: skip
+        return Workload(
+            kind=WorkloadKind.SLURM_JOB,
+            id=job,
+            slurm_job_id=job,
+            name=text("job_name"),
+            user=text("user"),
+            team=team,
+        )
     if text("pod") is not None:
         pod_id = text("pod_uid") or f"{text('namespace') or ''}/{text('pod')}"
-        return Workload(kind=WorkloadKind.KUBERNETES_POD, id=pod_id, name=text("pod"),
-                        namespace=text("namespace"), container=text("container"),
-                        team=team)  # fmt: skip
+        return Workload(
+            kind=WorkloadKind.KUBERNETES_POD,
+            id=pod_id,
+            name=text("pod"),
+            namespace=text("namespace"),
+            container=text("container"),
+            team=team,
+        )
     return None
 
 
-def gpu_info_from_meta(gpu_uuid: str, ordinal: int, meta: Mapping[str, Any],
-                       memory_total_bytes: int | None) -> GpuInfo:  # fmt: skip
+def gpu_info_from_meta(
+    gpu_uuid: str, ordinal: int, meta: Mapping[str, Any], memory_total_bytes: int | None
+) -> GpuInfo:
     """A GpuInfo from what the trace recorded; index is the row's ``gpu_index`` or ``ordinal``."""
     return GpuInfo(
         uuid=gpu_uuid,
@@ -203,8 +217,13 @@ def gpu_info_from_meta(gpu_uuid: str, ordinal: int, meta: Mapping[str, Any],
     )
 
 
-def write_trace(path: Path, samples: Iterable[GpuSample], *, node: str | None = None,
-                gpus: Mapping[str, GpuInfo] | None = None) -> int:  # fmt: skip
+def write_trace(
+    path: Path,
+    samples: Iterable[GpuSample],
+    *,
+    node: str | None = None,
+    gpus: Mapping[str, GpuInfo] | None = None,
+) -> int:
     """Write samples as a generic trace: JSONL (lossless) or CSV (scalar fields and the
     first workload; processes and XIDs are dropped). Returns the number of rows written."""
     gpus = gpus or {}
@@ -215,8 +234,12 @@ def write_trace(path: Path, samples: Iterable[GpuSample], *, node: str | None = 
             for row in rows:
                 out.write(json.dumps(row, separators=(",", ":")) + "\n")
             return len(rows)
-        columns = ["timestamp", "gpu_uuid", *META_COLUMNS,
-                   *[f for f in SCALAR_FIELDS if any(f in r for r in rows)]]  # fmt: skip
+        columns = [
+            "timestamp",
+            "gpu_uuid",
+            *META_COLUMNS,
+            *[f for f in SCALAR_FIELDS if any(f in r for r in rows)],
+        ]
         writer = csv.DictWriter(out, columns, extrasaction="ignore")
         writer.writeheader()
         for row in rows:
@@ -239,9 +262,16 @@ def _row_of(
 
 def _workload_columns(w: Workload) -> dict[str, str]:
     pod = w.kind is WorkloadKind.KUBERNETES_POD
-    flat = {"pod": w.name if pod else None, "namespace": w.namespace, "container": w.container,
-            "pod_uid": w.id if pod else None, "slurm_job_id": w.slurm_job_id, "user": w.user,
-            "team": w.team, "job_name": None if pod else w.name}  # fmt: skip
+    flat = {
+        "pod": w.name if pod else None,
+        "namespace": w.namespace,
+        "container": w.container,
+        "pod_uid": w.id if pod else None,
+        "slurm_job_id": w.slurm_job_id,
+        "user": w.user,
+        "team": w.team,
+        "job_name": None if pod else w.name,
+    }
     return {k: v for k, v in flat.items() if v is not None}
 
 

@@ -124,8 +124,9 @@ class ReplaySource:
         ``read`` starts reporting the gap (last point + 1.5 steps), so a pipeline fed from
         this iterator sees the same unknown stretch as one polling ``read``.
         """
-        streams = [self._gpu_stream(info, order, mark_gaps)
-                   for order, info in enumerate(self._gpus)]  # fmt: skip
+        streams = [
+            self._gpu_stream(info, order, mark_gaps) for order, info in enumerate(self._gpus)
+        ]
         for _, _, sample in heapq.merge(*streams, key=lambda item: (item[0], item[1])):
             yield sample
 
@@ -180,8 +181,9 @@ def _build_infos(rows: TraceRows, samples: dict[str, list[GpuSample]]) -> list[G
     infos = []
     for ordinal, gpu_uuid in enumerate(sorted(samples)):
         totals = (s.memory_total_bytes for s in samples[gpu_uuid] if s.memory_total_bytes)
-        infos.append(gpu_info_from_meta(gpu_uuid, ordinal, rows.meta.get(gpu_uuid, {}),
-                                        next(totals, None)))  # fmt: skip
+        infos.append(
+            gpu_info_from_meta(gpu_uuid, ordinal, rows.meta.get(gpu_uuid, {}), next(totals, None))
+        )
     return sorted(infos, key=lambda info: (info.index, info.uuid))
 
 

@@ -40,8 +40,9 @@ class SimulatedGpu:
         self.jobs = jobs
         #: the NVML counter's value at the epoch (joules since a driver load days earlier)
         self.counter_offset_joules = 1.0e7 + unit(key, 7) * 4.0e8
-        self._pids = {job.workload.key: 1000 + int(unit(key ^ i, 8) * 3_000_000)
-                      for i, job in enumerate(jobs)}  # fmt: skip
+        self._pids = {
+            job.workload.key: 1000 + int(unit(key ^ i, 8) * 3_000_000) for i, job in enumerate(jobs)
+        }
         self._blocks: dict[int, float] = {0: 0.0}
         self._min_block = 0
         self._max_block = 0

@@ -79,12 +79,24 @@ def make_workload(kind: ActivityKind, slurm: bool, seed: int, node: str, slot: i
     if slurm:
         job_id = str(100_000 + key % 900_000)
         user = _USERS[int(unit(key, 2) * len(_USERS))]
-        return Workload(kind=WorkloadKind.SLURM_JOB, id=job_id, slurm_job_id=job_id,
-                        name=f"{base}-{suffix}", user=user, team=team,
-                        labels={"team": team})  # fmt: skip
-    return Workload(kind=WorkloadKind.KUBERNETES_POD, id=deterministic_uuid(key, "pod"),
-                    name=f"{base}-{suffix}", namespace=namespace, container=container,
-                    team=team, labels={"team": team})  # fmt: skip
+        return Workload(
+            kind=WorkloadKind.SLURM_JOB,
+            id=job_id,
+            slurm_job_id=job_id,
+            name=f"{base}-{suffix}",
+            user=user,
+            team=team,
+            labels={"team": team},
+        )
+    return Workload(
+        kind=WorkloadKind.KUBERNETES_POD,
+        id=deterministic_uuid(key, "pod"),
+        name=f"{base}-{suffix}",
+        namespace=namespace,
+        container=container,
+        team=team,
+        labels={"team": team},
+    )
 
 
 def plan_jobs(node: str, gpu_count: int, flavour: int, seed: int, epoch: float) -> list[SimJob]:
@@ -98,14 +110,16 @@ def plan_jobs(node: str, gpu_count: int, flavour: int, seed: int, epoch: float) 
         end = None
         if slot.ends_after_seconds is not None:
             end = epoch + round(slot.ends_after_seconds / SEGMENT_SECONDS) * SEGMENT_SECONDS
-        jobs.append(SimJob(
-            workload=make_workload(slot.kind, slot.slurm, seed, node, number),
-            pattern=make_pattern(slot.kind, stable_key(seed, node, number, "pattern")),
-            node=node,
-            gpu_indexes=tuple(range(next_index, next_index + count)),
-            end_time=end,
-            process_name=_NAMES[slot.kind][3],
-        ))  # fmt: skip
+        jobs.append(
+            SimJob(
+                workload=make_workload(slot.kind, slot.slurm, seed, node, number),
+                pattern=make_pattern(slot.kind, stable_key(seed, node, number, "pattern")),
+                node=node,
+                gpu_indexes=tuple(range(next_index, next_index + count)),
+                end_time=end,
+                process_name=_NAMES[slot.kind][3],
+            )
+        )
         next_index += count
     return jobs
 

@@ -130,6 +130,13 @@ def build_fleet(
     built = []
     for i in range(nodes):
         name = f"gpu-node-{i:02d}"
-        built.append(SimulatedNode.build(name, [models[i % len(models)]] * gpus_per_node,
-                                         seed=seed, start_time=start_time, flavour=i))  # fmt: skip
+        built.append(
+            SimulatedNode.build(
+                name,
+                [models[i % len(models)]] * gpus_per_node,
+                seed=seed,
+                start_time=start_time,
+                flavour=i,
+            )
+        )
     return SimulatedFleet(built)
