@@ -16,6 +16,7 @@ import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import islice
 from typing import cast
 
 import msgspec
@@ -25,18 +26,17 @@ try:  # zlib-ng inflates a batch ~2x faster than the system zlib, with the same 
 except ImportError:  # pragma: no cover - a platform without a zlib-ng wheel
     import zlib  # type: ignore[no-redef]
 
-from agent.model import SCHEMA_VERSION, Batch, GpuInfo, GpuSample, ProcessSample
+from agent.model import SCHEMA_VERSION, Batch, GpuSample
 from collector.backend import IngestError, RejectReason
 from collector.config import CollectorSettings, IngestSettings
-from collector.ingest.screen import (
-    FINITE_FIELDS,
-    GPU_COUNT_FIELDS,
-    NON_NEGATIVE_FIELDS,
-    PROCESS_NON_NEGATIVE_FIELDS,
-    PROCESS_RATIO_FIELDS,
-    RATIO_FIELDS,
+from collector.ingest.rules import (
+    BATCH_RULES,
+    FINITE,
+    GPU_RULES,
+    PROCESS_RULES,
+    SAMPLE_RULES,
     CheckedBatch,
-    batch_is_clean,
+    Rule,
 )
 
 #: zlib's error class (zlib-ng's stub types it as an instance)
@@ -130,10 +130,10 @@ def parse_batch(data: bytes) -> Batch:
     """Decode JSON into a Batch; an unknown schema version is named before any field.
 
     The body is decoded once, straight into a ``CheckedBatch`` (msgspec checks the value
-    ranges as it parses; ingest_screen). When that fails it is decoded again as a plain
-    Batch: a value out of range then decodes, and ``validate_batch`` names every bad value
-    with its GPU. Only when that fails too is the ``schema_version`` probed, so a newer
-    agent's batch (whose fields may have changed shape) gets the clear "unsupported
+    rules of collector/ingest/rules.py as it parses). When that fails it is decoded again
+    as a plain Batch: a value out of range then decodes, and ``validate_batch`` names every
+    bad value with its GPU. Only when that fails too is the ``schema_version`` probed, so a
+    newer agent's batch (whose fields may have changed shape) gets the clear "unsupported
     schema_version" answer, not a field error.
     """
     try:
@@ -184,18 +184,12 @@ def _schema_error(version: int) -> IngestError:
 def validate_batch(batch: Batch, now: float, settings: IngestSettings) -> list[Rejection]:
     """Every problem in a decoded batch (at most MAX_REJECTIONS); empty when it is fine.
 
-    ``now`` is the collector's clock. Checks: schema version; identity fields; finite,
-    non-negative power, energy, clocks and counters; activities in [0, 1]; timestamps
-    within the configured tolerances; every sample's GPU listed in ``batch.gpus``.
+    ``now`` is the collector's clock. Checks: schema version; the value rules of
+    collector/ingest/rules.py (identity, finite and non-negative power, energy, clocks and
+    counters, activities in [0, 1]); timestamps within the configured tolerances; every
+    sample's GPU listed once in ``batch.gpus``.
     """
-    if batch_is_clean(batch, now, settings):
-        return []
-    problems: list[Rejection] = []
-    for problem in _batch_problems(batch, now, settings):
-        problems.append(problem)
-        if len(problems) >= MAX_REJECTIONS:
-            break
-    return problems
+    return list(islice(_batch_problems(batch, now, settings), MAX_REJECTIONS))
 
 
 def accept_body(
@@ -222,98 +216,81 @@ def rejection_error(problems: list[Rejection]) -> IngestError:
 
 
 def _batch_problems(batch: Batch, now: float, settings: IngestSettings) -> Iterator[Rejection]:
+    """The walk over a batch. A ``CheckedBatch`` met every rule of the table as it decoded,
+    so for one the walk checks only the rules that involve more than a value: most batches
+    are clean, and this loop is on the collector's hot path."""
+    values_checked = isinstance(batch, CheckedBatch)
     if batch.schema_version != SCHEMA_VERSION:
         err = _schema_error(batch.schema_version)
         yield Rejection(RejectReason.SCHEMA_VERSION, "$.schema_version", err.message)
-    for name in ("node", "agent_boot_id"):
-        if not getattr(batch, name):
-            yield _invalid(f"$.{name}", "", None, "must not be empty")
-    if batch.seq < 0:
-        yield _invalid("$.seq", batch.seq, None, "must be >= 0")
-    if not math.isfinite(batch.sent_at):
-        yield _invalid("$.sent_at", batch.sent_at, None, "must be a finite number")
+    if not values_checked:
+        yield from _value_problems("$", batch, BATCH_RULES, None)
     known: set[str] = set()
     for i, info in enumerate(batch.gpus):
-        yield from _gpu_problems(f"$.gpus[{i}]", info, known)
+        if info.uuid and info.uuid in known:
+            yield _invalid(f"$.gpus[{i}].uuid", info.uuid, info.uuid, "is listed twice")
+        if not values_checked:
+            yield from _value_problems(f"$.gpus[{i}]", info, GPU_RULES, info.uuid or None)
         known.add(info.uuid)
+    oldest = now - settings.past_tolerance_seconds
+    newest = now + settings.future_tolerance_seconds
     for i, sample in enumerate(batch.samples):
-        yield from _sample_problems(f"$.samples[{i}]", sample, known, now, settings)
+        if sample.gpu_uuid not in known:
+            yield _unknown_gpu(f"$.samples[{i}]", sample.gpu_uuid)
+        if not oldest <= sample.timestamp <= newest:  # NaN fails both comparisons
+            yield _timestamp_problem(f"$.samples[{i}]", sample, now, settings)
+        if not values_checked:
+            yield from _sample_problems(f"$.samples[{i}]", sample)
 
 
-def _gpu_problems(path: str, info: GpuInfo, seen: set[str]) -> Iterator[Rejection]:
-    if not info.uuid:
-        yield _invalid(f"{path}.uuid", "", None, "must not be empty")
-    elif info.uuid in seen:
-        yield _invalid(f"{path}.uuid", info.uuid, info.uuid, "is listed twice")
-    for name in GPU_COUNT_FIELDS:
-        yield from _non_negative(path, name, getattr(info, name), info.uuid)
-
-
-def _sample_problems(
-    path: str, sample: GpuSample, known: set[str], now: float, settings: IngestSettings
-) -> Iterator[Rejection]:
-    uuid = sample.gpu_uuid
-    if uuid not in known:
-        yield Rejection(
-            RejectReason.UNKNOWN_GPU,
-            f"{path}.gpu_uuid",
-            f"{path}.gpu_uuid: unknown GPU {uuid!r} (not listed in $.gpus)",
-            uuid,
-        )
-    yield from _timestamp_problems(path, sample, now, settings)
-    for name in RATIO_FIELDS:
-        yield from _ratio(path, name, getattr(sample, name), uuid)
-    for name in NON_NEGATIVE_FIELDS:
-        yield from _non_negative(path, name, getattr(sample, name), uuid)
-    for name in FINITE_FIELDS:
-        value = getattr(sample, name)
-        if value is not None and not math.isfinite(value):
-            yield _invalid(f"{path}.{name}", value, uuid, "must be a finite number")
+def _sample_problems(path: str, sample: GpuSample) -> Iterator[Rejection]:
+    yield from _value_problems(path, sample, SAMPLE_RULES, sample.gpu_uuid)
     for j, process in enumerate(sample.processes):
-        yield from _process_problems(f"{path}.processes[{j}]", process, uuid)
+        yield from _value_problems(
+            f"{path}.processes[{j}]", process, PROCESS_RULES, sample.gpu_uuid
+        )
 
 
-def _timestamp_problems(
-    path: str, sample: GpuSample, now: float, settings: IngestSettings
+def _value_problems(
+    path: str, struct: object, rules: dict[str, Rule], uuid: str | None
 ) -> Iterator[Rejection]:
+    for name, rule in rules.items():
+        value = getattr(struct, name)
+        if not rule.accepts(value):
+            yield _invalid(f"{path}.{name}", value, uuid, rule.words)
+
+
+def _unknown_gpu(path: str, uuid: str) -> Rejection:
+    return Rejection(
+        RejectReason.UNKNOWN_GPU,
+        f"{path}.gpu_uuid",
+        f"{path}.gpu_uuid: unknown GPU {uuid!r} (not listed in $.gpus)",
+        uuid,
+    )
+
+
+def _timestamp_problem(
+    path: str, sample: GpuSample, now: float, settings: IngestSettings
+) -> Rejection:
+    """What is wrong with a timestamp outside ``now``'s tolerance window."""
     field, value, uuid = f"{path}.timestamp", sample.timestamp, sample.gpu_uuid
     if not math.isfinite(value):
-        yield _invalid(field, value, uuid, "must be a finite number")
-    elif value > now + settings.future_tolerance_seconds:
-        yield Rejection(
+        return _invalid(field, value, uuid, FINITE.words)
+    if value > now + settings.future_tolerance_seconds:
+        return Rejection(
             RejectReason.FUTURE_TIMESTAMP,
             field,
             f"{field} = {value!r} (GPU {uuid}) is {value - now:.0f} s ahead of the collector's "
             f"clock (tolerance {settings.future_tolerance_seconds:g} s); check the node's clock",
             uuid,
         )
-    elif value < now - settings.past_tolerance_seconds:
-        yield Rejection(
-            RejectReason.PAST_TIMESTAMP,
-            field,
-            f"{field} = {value!r} (GPU {uuid}) is {now - value:.0f} s old "
-            f"(tolerance {settings.past_tolerance_seconds:g} s)",
-            uuid,
-        )
-
-
-def _process_problems(path: str, process: ProcessSample, uuid: str) -> Iterator[Rejection]:
-    for name in PROCESS_NON_NEGATIVE_FIELDS:
-        yield from _non_negative(path, name, getattr(process, name), uuid)
-    for name in PROCESS_RATIO_FIELDS:
-        yield from _ratio(path, name, getattr(process, name), uuid)
-
-
-def _ratio(path: str, name: str, value: float | None, uuid: str) -> Iterator[Rejection]:
-    if value is not None and not 0.0 <= value <= 1.0:  # NaN fails both comparisons
-        yield _invalid(f"{path}.{name}", value, uuid, "must be between 0 and 1")
-
-
-def _non_negative(
-    path: str, name: str, value: float | None, uuid: str | None
-) -> Iterator[Rejection]:
-    if value is not None and not 0 <= value < math.inf:  # NaN fails both comparisons
-        yield _invalid(f"{path}.{name}", value, uuid, "must be a finite number >= 0")
+    return Rejection(
+        RejectReason.PAST_TIMESTAMP,
+        field,
+        f"{field} = {value!r} (GPU {uuid}) is {now - value:.0f} s old "
+        f"(tolerance {settings.past_tolerance_seconds:g} s)",
+        uuid,
+    )
 
 
 def _invalid(field: str, value: object, uuid: str | None, rule: str) -> Rejection:

@@ -16,19 +16,13 @@ from collector.backend import IngestError, RejectReason
 from collector.config import IngestSettings
 from collector.ingest.decode import (
     MAX_REJECTIONS,
-    _batch_problems,
     decode_batch,
     decompress,
     parse_batch,
     rejection_error,
     validate_batch,
 )
-from collector.ingest.screen import (
-    NON_NEGATIVE_FIELDS,
-    RATIO_FIELDS,
-    CheckedBatch,
-    batch_is_clean,
-)
+from collector.ingest.rules import CheckedBatch
 from tests.collector.http.test_app_fake import NOW, make_batch
 
 LIMIT = 1 << 20
@@ -256,96 +250,6 @@ def test_any_json_value_in_any_field_never_raises_anything_but_ingest_error(
         assert err.field is None or err.field.startswith("$")
     else:
         validate_batch(batch, NOW, TOLERANCE)
-
-
-NUMBER_FIELDS = sorted(
-    name
-    for name, kind in zip(
-        GpuSample.__struct_fields__, msgspec.structs.fields(GpuSample), strict=True
-    )
-    if "float" in str(kind.type) or "int" in str(kind.type)
-)
-odd_numbers = st.sampled_from(
-    [-1.0, -0.0, 0.0, 0.5, 1.0, 1.5, 2**40, math.inf, -math.inf, math.nan]
-)
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.dictionaries(st.sampled_from(NUMBER_FIELDS), odd_numbers, max_size=3),
-       st.sampled_from([None, -1.0, 0.5, 2.0, math.nan]), st.sampled_from([-1, 0, 7]))  # fmt: skip
-def test_the_fast_check_and_the_detailed_walk_agree(
-    fields: dict[str, float], share: float | None, pid: int
-) -> None:
-    """validate_batch answers a clean batch from a fast pass and walks the fields only when
-    that pass fails: the walk must find a problem exactly when the fast pass does."""
-    if "timestamp" in fields:
-        fields["at"] = NOW + fields.pop("timestamp")
-    batch = make_batch(gpus=2, processes=(ProcessSample(pid=pid, sm_share=share),), **fields)
-    fast_ok = batch_is_clean(batch, NOW, TOLERANCE)
-    assert fast_ok == (list(_batch_problems(batch, NOW, TOLERANCE)) == [])
-    assert fast_ok == (validate_batch(batch, NOW, TOLERANCE) == [])
-
-
-SCALAR_FIELDS = {  # field -> values of its own type, in range or not
-    f.name: [-1, 0, 7, 2**40] if "int" in str(f.type) else [-1.0, -0.0, 0.0, 0.5, 1.0, 1.5, 2e9]
-    for f in msgspec.structs.fields(GpuSample)
-    if f.name in NUMBER_FIELDS and "tuple" not in str(f.type) and f.name != "timestamp"
-}
-scalar_values = st.sampled_from(sorted(SCALAR_FIELDS)).flatmap(
-    lambda name: st.tuples(st.just(name), st.sampled_from(SCALAR_FIELDS[name]))
-)
-
-
-processes = st.sampled_from(
-    [ProcessSample(pid=7, sm_share=0.5, used_memory_bytes=2**30)] * 4  # mostly in range
-    + [ProcessSample(pid=0, sm_share=None), ProcessSample(pid=-1),
-       ProcessSample(pid=3, sm_share=2.0), ProcessSample(pid=3, sm_share=-1.0),
-       ProcessSample(pid=3, used_memory_bytes=-1)]
-)  # fmt: skip
-
-
-@settings(max_examples=400, deadline=None)
-@given(st.lists(scalar_values, min_size=1, max_size=2).map(dict), processes)
-def test_a_decoded_batch_gets_the_same_problems_as_the_plain_walk_finds(
-    fields: dict[str, float], process: ProcessSample
-) -> None:
-    """parse_batch decodes into CheckedBatch, whose value ranges msgspec checks, and the
-    screen then skips its value loops: the problems found must be exactly those the
-    detailed walk finds in the same body decoded as a plain Batch. (JSON carries no NaN or
-    infinity: msgspec writes them as null.)"""
-    body = encode_batch(make_batch(gpus=2, processes=(process,), **fields))
-    decoded = parse_batch(body)
-    plain = msgspec.json.decode(body, type=Batch)
-    assert validate_batch(decoded, NOW, TOLERANCE) == list(_batch_problems(plain, NOW, TOLERANCE))
-    if isinstance(decoded, CheckedBatch):
-        assert validate_batch(decoded, NOW, TOLERANCE) == validate_batch(plain, NOW, TOLERANCE)
-
-
-@pytest.mark.parametrize(
-    ("path", "bad", "good"),
-    [(f"samples.{name}", 1.5, 1.0) for name in RATIO_FIELDS]
-    + [(f"samples.{name}", -1, 0) for name in NON_NEGATIVE_FIELDS]
-    + [
-        ("processes.sm_share", -0.1, 0.0),
-        ("processes.pid", -1, 0),
-        ("processes.used_memory_bytes", -1, 0),
-    ],
-)
-def test_every_value_rule_is_a_constraint_of_the_checked_decoder(
-    path: str, bad: float, good: float
-) -> None:
-    """Each range the screen skips for a CheckedBatch: a value breaking it does not decode
-    as a CheckedBatch, and validate_batch names it; the bound itself passes."""
-    where, name = path.split(".")
-    raw = msgspec.json.decode(encode_batch(make_batch(gpus=1, processes=(ProcessSample(pid=3),))))
-    target = raw["samples"][0] if where == "samples" else raw["samples"][0]["processes"][0]
-    target[name] = good
-    assert isinstance(parse_batch(msgspec.json.encode(raw)), CheckedBatch)
-    target[name] = bad
-    decoded = parse_batch(msgspec.json.encode(raw))
-    assert not isinstance(decoded, CheckedBatch)
-    suffix = f".{name}" if where == "samples" else f".processes[0].{name}"
-    assert problems_of(decoded) == [("invalid_value", f"$.samples[0]{suffix}")]
 
 
 def test_a_foreign_schema_version_in_a_well_formed_body_is_named() -> None:
