@@ -1,6 +1,7 @@
-"""How the collector benchmark drives the pipeline: one batch after another on one thread, or
-each second's batches in flight at once as the app's event loop has them, with the
-scheduler's tick beside them; CPU charged per stage.
+"""How the collector benchmark drives the collector's core: one batch after another from one
+thread, or each second's batches in flight at once as the app's event loop has them, with
+the scheduler's tick beside them; CPU charged per stage. Every batch goes in through
+``submit``, as POSTed bodies do.
 
 ``Timed.charge`` charges the CPU of the calling thread (``thread_time``), so the stages add
 up across threads; ``Timed.cpu_seconds`` is the CPU of the whole process over the run.
@@ -19,9 +20,8 @@ from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
     from collector.config import IngestSettings
-    from collector.pipeline import Pipeline
+    from collector.service import CollectorCore
 
-MAX_BODY_BYTES = 16 * 1024 * 1024
 T = TypeVar("T")
 
 
@@ -75,7 +75,7 @@ Arrivals = list[list[tuple[bytes, int]]]
 
 
 def feed_one_caller(
-    pipeline: Pipeline, ingest: IngestSettings, timed: Timed, arrivals: Arrivals, clock: SimClock
+    core: CollectorCore, ingest: IngestSettings, timed: Timed, arrivals: Arrivals, clock: SimClock
 ) -> None:
     """One thread: each second's batches one after another; every
     ``ingest.apply_interval_seconds`` the scheduler's tick (see ``with_drain``)."""
@@ -83,13 +83,13 @@ def feed_one_caller(
     for second, batches in enumerate(with_drain(arrivals, ingest)):
         now = clock.now = start + second + 1.0
         for body, samples in batches:
-            feed(pipeline, ingest, timed, body, now)
+            feed(core, timed, body, now)
             timed.samples += samples
             timed.batches += 1
         if second + 1 == len(arrivals) and timed.at_last_arrival is not None:
             timed.at_last_arrival()
         if _apply_due(second, ingest):
-            scheduled(pipeline, timed, now)
+            scheduled(core, timed, now)
 
 
 def with_drain(arrivals: Arrivals, ingest: IngestSettings) -> Arrivals:
@@ -106,11 +106,11 @@ def _apply_due(second: int, ingest: IngestSettings) -> bool:
 
 
 def feed_concurrent(
-    pipeline: Pipeline, ingest: IngestSettings, timed: Timed, arrivals: Arrivals, clock: SimClock
+    core: CollectorCore, ingest: IngestSettings, timed: Timed, arrivals: Arrivals, clock: SimClock
 ) -> None:
     """Every batch of a second in flight at once, as the app's event loop has them from many
-    agents: one thread hands each body to ``Pipeline.submit`` without waiting; the
-    pipeline's ingest thread decodes, validates, stores and buffers them in groups (its CPU
+    agents: one thread hands each body to ``submit`` without waiting; the core's ingest
+    thread decodes, validates, stores and buffers them in groups (its CPU
     is charged to ``ingest`` afterwards: ``ingest_thread_seconds``); the second is over
     once every batch is acknowledged. Every ``ingest.apply_interval_seconds`` a tick runs
     on the scheduler's thread while the next seconds' batches arrive (one tick at a time,
@@ -122,7 +122,7 @@ def feed_concurrent(
             now = clock.now = start + second + 1.0
             acks = []
             for body, samples in batches:
-                acks.append(timed.charge("ingest", partial(pipeline.submit, body, "gzip", now)))
+                acks.append(timed.charge("ingest", partial(core.service.submit, body, "gzip", now)))
                 timed.samples += samples
                 timed.batches += 1
             for ack in acks:
@@ -135,13 +135,13 @@ def feed_concurrent(
                 continue
             if ticking is not None:
                 ticking.result()
-            ticking = scheduler.submit(scheduled, pipeline, timed, now)
+            ticking = scheduler.submit(scheduled, core, timed, now)
         if ticking is not None:
             ticking.result()
 
 
 def ingest_thread_seconds() -> float:
-    """CPU seconds of the pipeline's ingest thread so far (0 if it never started)."""
+    """CPU seconds of the ingest thread so far (0 if it never started)."""
     from collector.ingest.queue import INGEST_THREAD_NAME
 
     for thread in threading.enumerate():
@@ -150,21 +150,17 @@ def ingest_thread_seconds() -> float:
     return 0.0
 
 
-def scheduled(pipeline: Pipeline, timed: Timed, now: float) -> None:
+def scheduled(core: CollectorCore, timed: Timed, now: float) -> None:
     """What the scheduler's jobs do every apply interval: apply what is ready, evaluate
     when due."""
-    timed.count_applied(timed.charge("tick", pipeline.tick))
-    timed.charge("evaluate", partial(pipeline.evaluate_if_due, now))
+    timed.count_applied(timed.charge("tick", core.applier.tick))
+    timed.charge("evaluate", partial(core.recommender.evaluate_if_due, now))
 
 
-def feed(pipeline: Pipeline, ingest: IngestSettings, timed: Timed, body: bytes, now: float) -> None:
-    """What POST /v1/batches does with one gzipped body (collector/http/app.py), stage by stage,
-    stored on the calling thread."""
-    from collector.ingest.decode import decompress, parse_batch, validate_batch
-
-    data = timed.charge("decode", partial(decompress, body, "gzip", MAX_BODY_BYTES))
-    batch = timed.charge("decode", partial(parse_batch, data))
-    problems = timed.charge("validate", partial(validate_batch, batch, now, ingest))
-    if problems:
-        raise RuntimeError(f"the synthetic batch was refused: {problems[0]}")
-    timed.charge("ingest", partial(pipeline.ingest, batch, body, now))  # kept as sent
+def feed(core: CollectorCore, timed: Timed, body: bytes, now: float) -> None:
+    """What POST /v1/batches does with one gzipped body (collector/http/app.py): submitted,
+    and awaited until it is durable. The ingest thread's CPU (decode, validate, store,
+    buffer) is charged to ``ingest`` afterwards (``ingest_thread_seconds``)."""
+    ack = timed.charge("ingest", partial(core.service.submit, body, "gzip", now)).result()
+    if ack.status != "accepted":
+        raise RuntimeError(f"the synthetic batch was not accepted: {ack.status}")

@@ -10,20 +10,20 @@ Run from the repository root::
 The fleet (bench/synthetic_fleet.py) is nodes of 8 GPUs sampled at 1 Hz; each node ships
 a gzipped batch every 5 s, as the agent does. Batches are built and encoded before the
 clock starts. Timed over ``--seconds`` simulated seconds: what the HTTP edge does per
-batch (gunzip + decode, validate_batch, Pipeline.ingest or submit, which makes the batch
-durable in the intake log) and what the scheduler does every
-``ingest.apply_interval_seconds`` (``--apply-every``; Pipeline.tick: apply, account,
-commit; Pipeline.evaluate_if_due: recommendations), ticking on after the last batch
+batch (``submit``: gunzip + decode, validate, make the batch durable in the batch log,
+buffer it) and what the scheduler does every ``ingest.apply_interval_seconds``
+(``--apply-every``; ``Applier.tick``: apply, account, commit;
+``Recommender.evaluate_if_due``: recommendations), ticking on after the last batch
 until the reorder window has passed on the collector's clock, then a final flush (nothing
 left by then). ``evaluate_if_due`` evaluates the recommendations once per 60 s of simulated
 time: the first on an empty fleet, the next (the drain makes every run long enough) on the
-whole fleet. ``--arrivals serial``: all of it on one thread, batch after batch, each batch
-stored (and, at FULL, synced) alone. ``--arrivals concurrent``: each second's batches in
-flight at once, as the app's event loop has them from many agents: one thread hands each
-body to ``Pipeline.submit``; the pipeline's ingest thread decodes, validates and stores
-whatever is queued with one write (and one sync) and buffers it (all charged to the ingest
-stage); the tick runs on a thread of its own. Either way the figure is GPU-samples per CPU
-second of the whole process. The ledger is a real SQLite file in a temporary directory,
+whole fleet. ``--arrivals serial``: one caller, batch after batch, each awaited before
+the next, so each batch is stored (and, at FULL, synced) alone. ``--arrivals concurrent``:
+each second's batches in flight at once, as the app's event loop has them from many
+agents: one thread hands each body to ``submit`` and the ingest thread stores whatever is
+queued with one write (and one sync). Either way the ingest thread decodes, validates,
+stores and buffers (all charged to the ingest stage), and the figure is GPU-samples per
+CPU second of the whole process. The ledger is a real SQLite file in a temporary directory,
 synchronous=FULL (the default) and, for comparison, NORMAL (``--synchronous``).
 
 Targets (issue 3): at least 50,000 GPU-samples/s, under 20 KB per tracked GPU.
@@ -58,7 +58,7 @@ from collector.config import IngestSettings
 TARGET_SAMPLES_PER_SECOND = 50_000.0
 TARGET_BYTES_PER_GPU = 20_000.0
 T = TypeVar("T")
-STAGES = ("decode", "validate", "ingest", "tick", "evaluate")
+STAGES = ("ingest", "tick", "evaluate")
 #: the collector's default ingest.apply_interval_seconds
 DEFAULT_APPLY_EVERY = IngestSettings().apply_interval_seconds
 
@@ -103,7 +103,7 @@ def run_collector(
         tracemalloc.start()
     collector = build_collector(settings, clock=clock, tokens=frozenset({"bench"}),
                                 series_charts=False)  # fmt: skip
-    pipeline, timed = collector.pipeline, Timed()
+    core, timed = collector.core, Timed()
 
     def measure_memory() -> None:
         if trace_memory:
@@ -113,18 +113,18 @@ def run_collector(
     timed.at_last_arrival = measure_memory
     drive = feed_one_caller if arrivals_mode == "serial" else feed_concurrent
     cpu = time.process_time()
-    drive(pipeline, settings.ingest, timed, arrivals, clock)
+    drive(core, settings.ingest, timed, arrivals, clock)
     timed.cpu_seconds = time.process_time() - cpu
     ingest_thread = ingest_thread_seconds()  # its own CPU, charged to the ingest stage
     timed.stages["ingest"] = timed.stages.get("ingest", 0.0) + ingest_thread
-    pipeline.close()
+    core.close()
     if trace_memory:
         tracemalloc.stop()
     cpu = time.process_time()
-    timed.applied += timed.charge("tick", partial(pipeline.tick, flush=True))
+    timed.applied += timed.charge("tick", partial(core.applier.tick, flush=True))
     timed.cpu_seconds += time.process_time() - cpu
-    timed.ack_groups = pipeline.queue.recorder.groups
-    pipeline.ledger.close()
+    timed.ack_groups = core.queue.recorder.groups
+    collector.ledger.close()
     gc.set_threshold(*thresholds)
     return timed
 

@@ -7,7 +7,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from collector.accounting.accountant import Accountant
+from collector.accounting.rates import Rates
 from collector.backend import EnergyTotal, FleetRates, WasteTotal, WorkloadReport
 from collector.ledger.store import GpuRecord, Ledger
 from collector.records import HOUR_SECONDS, GpuState, GpuView, IdleEpisode, Usage, WorkloadRef
@@ -149,38 +149,36 @@ def energy_totals(ledger_totals: LedgerTotals) -> list[EnergyTotal]:
 
 def fleet_rates(
     views: Iterable[GpuView],
-    accountant: Accountant,
+    rates: Rates,
     node_labels: Mapping[str, Mapping[str, str]],
     now: float,
 ) -> FleetRates:
     """Waste now (the summed hourly price of the GPUs idle now), the PUE, and the grid
-    intensity at ``now`` of each region the known nodes are in (its ``region`` label,
-    else ``carbon.node_regions``, else the default region)."""
-    prices = accountant.prices
+    intensity at ``now`` of each region the known nodes are in."""
     idle_cost = 0.0
-    regions: set[str] = set()
+    nodes: set[str] = set()
     for view in views:
-        regions.add(accountant.region_of(view.node, dict(node_labels.get(view.node, {}))))
+        nodes.add(view.node)
         if view.state in IDLE_STATES:
-            idle_cost += prices.price_per_gpu_hour(view.model, view.node)
-    intensity = {region: accountant.intensity_at(region, now) for region in sorted(regions)}
-    return FleetRates(accountant.currency, idle_cost, accountant.carbon.pue, intensity)
+            idle_cost += rates.price_per_gpu_hour(view.model, view.node)
+    intensity = rates.region_intensities(nodes, node_labels, now)
+    return FleetRates(rates.currency, idle_cost, rates.pue, intensity)
 
 
 class LiveRates:
-    """A RatesSource over the live fleet (``fleet(now)``, e.g. ``Pipeline.fleet``) and the
-    accountant's price book and carbon settings. ``node_labels`` gives each node's labels
-    (its ``region``); without it nodes are placed by ``carbon.node_regions``."""
+    """A RatesSource over the live fleet (``fleet(now)``, e.g. ``LiveFleet.views``) and the
+    rates in force. ``node_labels`` gives each node's labels (its ``region``); without it
+    nodes are placed by ``carbon.node_regions``."""
 
     def __init__(
         self,
         fleet: Callable[[float], list[GpuView]],
-        accountant: Accountant,
+        rates: Rates,
         node_labels: Callable[[], Mapping[str, Mapping[str, str]]] = dict,
     ) -> None:
         self._fleet = fleet
-        self._accountant = accountant
+        self._rates = rates
         self._node_labels = node_labels
 
     def fleet_rates(self, now: float) -> FleetRates:
-        return fleet_rates(self._fleet(now), self._accountant, self._node_labels(), now)
+        return fleet_rates(self._fleet(now), self._rates, self._node_labels(), now)

@@ -55,7 +55,7 @@ def test_collector_throughput_quick_prints_throughput_memory_and_prometheus() ->
         rf"^48\s+1,680\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}x", out, re.MULTILINE
     ), out
     assert "WARNING" not in out
-    assert "decode" in out and "tick" in out and "evaluate" in out
+    assert "ingest" in out and "tick" in out and "evaluate" in out
     if shutil.which("prometheus") is None:
         assert "Prometheus: skipped" in out
     else:

@@ -1,27 +1,22 @@
 """Turns applied intervals into ledger deltas: usage per GPU-hour and workload-hour (energy,
 idle, cost, carbon), right-sizing statistics, and the GPU registry rows.
 
-Prices come from the price book, grid intensity from the node's region (its ``region``
-label, else ``carbon.node_regions``, else the default region) or an hourly feed.
+Prices and grid intensity come from ``Rates`` (rates.py), which reports and
+recommendations share.
 """
 
 from __future__ import annotations
 
-import logging
 import math
 
 import msgspec
 
 from agent.model import GpuInfo
-from collector.analysis.carbon import HourlyFeed, IntensityTable, UnknownRegionError
-from collector.analysis.cost import PriceBook, canonical_model
+from collector.accounting.rates import Rates
 from collector.analysis.usage import IntervalSums, workload_part
-from collector.config import CarbonSettings
 from collector.fleet.state import Applied, TrackedGpu
 from collector.ledger.records import GpuRecord, LedgerWrite, WorkloadStatsDelta
 from collector.records import HOUR_SECONDS, Interval, Usage, WorkloadRef
-
-log = logging.getLogger(__name__)
 
 #: a GPU's registry row is rewritten when its identity changes, else at most this often
 #: (its ``last_seen`` is that coarse; cursors and hourly rows carry the exact times)
@@ -29,18 +24,11 @@ LAST_SEEN_RESOLUTION_SECONDS = 60.0
 
 
 class Accountant:
-    def __init__(
-        self,
-        prices: PriceBook,
-        intensity: IntensityTable,
-        carbon: CarbonSettings,
-        feed: HourlyFeed | None = None,
-    ) -> None:
-        self.prices = prices
-        self.intensity = intensity
-        self.carbon = carbon
-        self.feed = feed
-        self._warned: set[str] = set()
+    """Turns each GPU's applied intervals into the ledger's hourly deltas, priced and
+    carbon-counted with ``rates``; keeps what it already sent (registry rows)."""
+
+    def __init__(self, rates: Rates) -> None:
+        self.rates = rates
         self._first_seen: dict[str, float] = {}
         self._workload_gpus: dict[str, set[str]] = {}
         self._workload_models: dict[str, str] = {}
@@ -48,37 +36,6 @@ class Accountant:
         self._registered: dict[str, tuple[tuple[GpuInfo, str, str], float]] = {}
         #: workload key -> the registry row last sent
         self._workload_refs: dict[str, WorkloadRef] = {}
-        #: region -> gCO2e/kWh from the yearly table (it does not vary with time)
-        self._table_intensity: dict[str, float] = {}
-
-    @property
-    def currency(self) -> str:
-        return self.prices.currency
-
-    def model_of(self, info: GpuInfo) -> str:
-        return canonical_model(info.name)
-
-    def region_of(self, node: str, node_labels: dict[str, str]) -> str:
-        return node_labels.get("region") or self.carbon.node_regions.get(node) or self.carbon.region
-
-    def intensity_at(self, region: str, ts: float) -> float:
-        """gCO2e/kWh for ``region`` at ``ts``; an unknown region falls back to the default
-        region (logged once), never fails accounting."""
-        if self.feed is not None and region == self.carbon.region:
-            return self.feed.intensity_g_per_kwh(ts)
-        cached = self._table_intensity.get(region)
-        if cached is None:
-            cached = self._table_intensity[region] = self._table_value(region, ts)
-        return cached
-
-    def _table_value(self, region: str, ts: float) -> float:
-        try:
-            return self.intensity.intensity_g_per_kwh(region, ts)
-        except UnknownRegionError as err:
-            if region not in self._warned:
-                self._warned.add(region)
-                log.warning("%s; using region %r", err, self.carbon.region)
-            return self.intensity.intensity_g_per_kwh(self.carbon.region, ts)
 
     def account(
         self, gpu: TrackedGpu, applied: Applied, node_labels: dict[str, str], write: LedgerWrite
@@ -89,10 +46,11 @@ class Accountant:
         (``IntervalSums``, and one right-sizing histogram for all their holders), so Usage
         rows and statistics are built per run, not per interval.
         """
-        region = self.region_of(gpu.node, node_labels)
-        price = self.prices.price_per_gpu_hour(gpu.model, gpu.node)
-        pue = self.carbon.pue
-        hourly = self.feed is not None and region == self.carbon.region  # else constant
+        rates = self.rates
+        region = rates.region_of(gpu.node, node_labels)
+        price = rates.price_per_gpu_hour(gpu.model, gpu.node)
+        pue = rates.pue
+        hourly = rates.varies_hourly(region)  # else constant within the hour
         intervals = _split_at_hours(applied.intervals)
         first, count = 0, len(intervals)
         while first < count:  # one run per pass: same hour, same holders
@@ -108,9 +66,9 @@ class Accountant:
             members = intervals[first:stop]
             if hourly:  # an hourly feed may change within the hour: each at its own
                 for interval in members:
-                    run.sums.add(interval, pue, self.intensity_at(region, interval.start))
+                    run.sums.add(interval, pue, rates.intensity_at(region, interval.start))
             else:
-                run.sums.add_all(members, pue, self.intensity_at(region, head.start))
+                run.sums.add_all(members, pue, rates.intensity_at(region, head.start))
             run.end = members[-1].end  # one GPU's intervals are in time order
             if run.observed is not None:  # right-sizing: memory and SM activity held
                 run.observed.observe_all(members)

@@ -1,9 +1,7 @@
-"""Where the InfluxDB sink meets the collector: a mirroring ledger and the sink's metrics.
+"""Where the InfluxDB sink meets the collector: a ledger observer and the sink's metrics.
 
-``MirroredLedger`` is the ledger that also hands the sink what it has just made durable:
-each newly acknowledged batch (raw samples, at ingest) and the (hour, workload) rollups
-each commit touched. It only enqueues, after the ledger call succeeded, and a sink
-failure never fails the ledger call: the collector's own results do not depend on it.
+``InfluxObserver`` attaches to the collector's ``Observers`` (collector/ledger/observers.py)
+like any other observer of committed data; a sink failure never fails the ledger write.
 """
 
 from __future__ import annotations
@@ -15,7 +13,8 @@ from typing import TYPE_CHECKING
 from prometheus_client.core import Metric
 
 from collector.influx.settings import InfluxSettings
-from collector.ledger.store import BatchRecord, Ledger, LedgerWrite
+from collector.ledger.observers import StoredBatch
+from collector.ledger.store import Ledger, LedgerWrite
 from collector.metrics.catalogue import (
     INFLUX,
     INFLUX_DROPPED,
@@ -33,37 +32,24 @@ if TYPE_CHECKING:  # the sink needs influxdb-client, an optional dependency
 log = logging.getLogger(__name__)
 
 
-class MirroredLedger(Ledger):
-    """A ``Ledger`` whose new batches and commits are also queued to ``sink`` (set it
-    after ``open``; None mirrors nothing)."""
+class InfluxObserver:
+    """A ``LedgerObserver`` that queues what the ledger made durable to ``sink``: each
+    newly acknowledged batch (raw samples) and the (hour, workload) rollups each commit
+    touched. It only enqueues; the sink's failures are its own."""
 
-    sink: InfluxSink | None = None
+    def __init__(self, sink: InfluxSink) -> None:
+        self.sink = sink
 
-    @classmethod
-    def open_mirrored(cls, url: str, *, synchronous: str = "FULL") -> MirroredLedger:
-        ledger = cls.open(url, synchronous=synchronous)
-        assert isinstance(ledger, MirroredLedger)
-        return ledger
-
-    def record_batches(self, records: Sequence[BatchRecord]) -> list[int | None]:
-        batch_ids = super().record_batches(records)
-        sink = self.sink
-        for record, batch_id in zip(records, batch_ids, strict=True):
-            if batch_id is None or sink is None:
-                continue
+    def batches_stored(self, stored: Sequence[StoredBatch]) -> None:
+        for item in stored:
             try:
-                sink.add_batch(record.body, record.sample_count)
-            except Exception:  # the sink is optional; the ack is not
+                self.sink.add_batch(item.record.body, item.record.sample_count)
+            except Exception:  # one batch the sink cannot take must not cost the others
                 log.exception("influx sink: cannot queue a batch")
-        return batch_ids
 
-    def commit(self, write: LedgerWrite) -> None:
-        super().commit(write)
-        if self.sink is not None and write.workload_usage:
-            try:
-                self.sink.add_rollups(list(write.workload_usage))
-            except Exception:
-                log.exception("influx sink: cannot queue rollups")
+    def write_committed(self, write: LedgerWrite) -> None:
+        if write.workload_usage:
+            self.sink.add_rollups(list(write.workload_usage))
 
 
 class InfluxSinkMetrics:

@@ -1,7 +1,7 @@
 """The collector's web console: fleet, idle GPUs, recommendations, workloads, energy.
 
-``gpufleet`` wires it: the pipeline hands every accepted batch to a SeriesBuffer
-(``Pipeline.on_accepted``), and ``console_routes`` go to ``create_app(...,
+``gpufleet`` wires it: a SeriesBuffer is attached to the collector's ledger observers
+(it sees every newly stored batch), and ``console_routes`` go to ``create_app(...,
 extra_routes=...)``.
 """
 

@@ -16,11 +16,13 @@ from __future__ import annotations
 import math
 import threading
 from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import msgspec
 
 from agent.model import GpuSample
+from collector.ledger.observers import StoredBatch
+from collector.ledger.records import LedgerWrite
 
 DEFAULT_RESOLUTION_SECONDS = 60.0
 DEFAULT_RETENTION_SECONDS = 6 * 3600.0
@@ -111,6 +113,14 @@ class SeriesBuffer:
         self._kept = math.ceil(retention_seconds / resolution_seconds)
         self._lock = threading.Lock()
         self._gpus: dict[str, _Ring] = {}
+
+    def batches_stored(self, stored: Sequence[StoredBatch]) -> None:
+        """As a ledger observer: every newly stored batch's samples are folded in."""
+        for item in stored:
+            self.add(item.batch.samples)
+
+    def write_committed(self, write: LedgerWrite) -> None:
+        """As a ledger observer: commits carry nothing the charts show."""
 
     def add(self, samples: Iterable[GpuSample]) -> None:
         """Fold samples in; a sample older than its GPU's retention is dropped."""

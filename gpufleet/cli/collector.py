@@ -18,17 +18,17 @@ import uvicorn
 from apscheduler.schedulers.background import BackgroundScheduler
 from starlette.applications import Starlette
 
-from collector.accounting.accountant import Accountant
+from collector.accounting.rates import Rates
 from collector.analysis.carbon import HourlyFeed, IntensityTable
 from collector.analysis.cost import PriceBook
 from collector.config import CollectorSettings
 from collector.http.app import create_app
 from collector.http.auth import load_tokens
-from collector.influx.hooks import InfluxSinkMetrics, MirroredLedger, build_influx_sink
+from collector.influx.hooks import InfluxObserver, InfluxSinkMetrics, build_influx_sink
 from collector.ledger.store import Ledger
 from collector.metrics.exporter import RatesExporter
-from collector.pipeline import Pipeline
 from collector.reports import LiveRates
+from collector.service import CollectorCore
 from collector.web import ConsoleSources, SeriesBuffer, console_routes
 from gpufleet.cli.alerting import Alerting, build_alerting
 from gpufleet.settings import load_settings
@@ -65,13 +65,15 @@ class Collector:
 
     settings: CollectorSettings
     ledger: Ledger
-    pipeline: Pipeline
+    #: ingest, live fleet, applier, recommender, observers and the backend the app sees
+    core: CollectorCore
     app: Starlette
     scheduler: BackgroundScheduler
     #: the optional InfluxDB sink (settings.influx); its counters on /metrics
     influx: InfluxSink | None = None
     #: chat notifications and auto-release (settings.notifications, settings.actions)
     alerting: Alerting | None = None
+    clock: Callable[[], float] = time.time
 
     def start_jobs(
         self,
@@ -82,8 +84,8 @@ class Collector:
         given), recommendation evaluation, alerting and retention."""
         apply_every = apply_every_seconds or self.settings.ingest.apply_interval_seconds
         jobs: list[tuple[Callable[[], object], float, str]] = [
-            (self.pipeline.tick, apply_every, "apply"),
-            (self.pipeline.evaluate_if_due, check_every_seconds, "evaluate"),
+            (self.core.applier.tick, apply_every, "apply"),
+            (self.core.recommender.evaluate_if_due, check_every_seconds, "evaluate"),
             (self.prune, PRUNE_EVERY_SECONDS, "prune"),
         ]
         if self.alerting is not None:
@@ -98,19 +100,19 @@ class Collector:
     def alert(self) -> None:
         """Recommendation changes to chat, one auto-release pass, delivery."""
         if self.alerting is not None:
-            now = self.pipeline.clock()
-            recs = self.pipeline.recommendations(None)
-            self.alerting.step(self.pipeline.fleet(now), recs, now)
+            now = self.clock()
+            recs = self.core.service.recommendations(None)
+            self.alerting.step(self.core.service.fleet(now), recs, now)
 
     def prune(self) -> None:
-        removed = self.ledger.prune(self.pipeline.clock(), self.settings.ledger.retention_days)
+        removed = self.ledger.prune(self.clock(), self.settings.ledger.retention_days)
         log.info("retention: %d old rows removed", removed)
 
     def stop(self) -> None:
         if self.scheduler.running:
             self.scheduler.shutdown(wait=True)
-        self.pipeline.close()
-        self.pipeline.tick(flush=True)
+        self.core.close()
+        self.core.applier.tick(flush=True)
         if self.influx is not None:  # drains what it can before the ledger closes
             self.influx.close()
         self.ledger.close()
@@ -132,7 +134,7 @@ def build_collector(
     tokens: frozenset[str] | None = None,
     series_charts: bool = True,
 ) -> Collector:
-    """Wire the real objects: ledger, price book, carbon table, pipeline, app.
+    """Wire the real objects: ledger, price book, carbon table, the core, app.
     ``series_charts`` False leaves the console's per-GPU charts empty (they cost ~29 KB per
     GPU and a fold per sample): the throughput benchmark measures the pipeline alone."""
     prices = (
@@ -146,42 +148,42 @@ def build_collector(
         if settings.carbon.intensity_feed is not None
         else None
     )
-    accountant = Accountant(prices, table, settings.carbon, feed)
-    ledger, influx = _open_ledger(settings, accountant.currency)
-    pipeline = Pipeline(settings, ledger, accountant, clock)
+    rates = Rates(prices, table, settings.carbon, feed)
+    ledger, influx = _open_ledger(settings, rates.currency)
+    core = CollectorCore.build(settings, ledger, rates, clock)
+    if influx is not None:
+        core.observers.attach(InfluxObserver(influx))
     tokens = tokens if tokens is not None else load_tokens(settings.server)
     series = SeriesBuffer()  # recent per-GPU samples for the console's charts
     if series_charts:
-        pipeline.on_accepted(lambda batch: series.add(batch.samples))
-    console = ConsoleSources(pipeline, ledger, prices, accountant.currency, series)
+        core.observers.attach(series)
+    console = ConsoleSources(core.service, ledger, prices, rates.currency, series)
     alerting = build_alerting(settings, ledger, clock, tokens)
-    rates = LiveRates(pipeline.fleet, accountant, pipeline.node_labels)
+    live_rates = LiveRates(core.fleet.views, rates, core.fleet.node_labels)
     app = create_app(
-        pipeline, settings, tokens, clock,
+        core.service, settings, tokens, clock,
         extra_routes=[*console_routes(console, settings, tokens, clock),
                       *(alerting.routes if alerting is not None else [])],
-        collectors=[RatesExporter(rates, clock),
+        collectors=[RatesExporter(live_rates, clock),
                     *([InfluxSinkMetrics(influx)] if influx is not None else []),
                     *([alerting.exporter] if alerting is not None and alerting.exporter else [])],
     )  # fmt: skip
     if influx is not None:
         influx.start()
-    return Collector(settings, ledger, pipeline, app, BackgroundScheduler(), influx, alerting)
+    scheduler = BackgroundScheduler()
+    return Collector(settings, ledger, core, app, scheduler, influx, alerting, clock)
 
 
 def _open_ledger(settings: CollectorSettings, currency: str) -> tuple[Ledger, InfluxSink | None]:
-    """The ledger; with ``influx.url`` set, one that mirrors batches and rollups to a sink."""
+    """The ledger, and with ``influx.url`` set the sink that observes it (not attached)."""
+    ledger = Ledger.open(settings.ledger.url, synchronous=settings.ledger.synchronous)
     if not settings.influx.enabled:
-        return Ledger.open(settings.ledger.url, synchronous=settings.ledger.synchronous), None
-    ledger = MirroredLedger.open_mirrored(
-        settings.ledger.url, synchronous=settings.ledger.synchronous
-    )
+        return ledger, None
     try:
-        ledger.sink = build_influx_sink(settings.influx, ledger, currency)
+        return ledger, build_influx_sink(settings.influx, ledger, currency)
     except BaseException:
         ledger.close()
         raise
-    return ledger, ledger.sink
 
 
 def serve(collector: Collector, stop: threading.Event | None = None) -> uvicorn.Server:

@@ -153,8 +153,8 @@ def prerun(demo: Demo, step: float, until: float) -> None:
 def _ship_and_apply(demo: Demo) -> None:
     for agent in demo.agents:
         agent.shipper.flush()
-    demo.collector.pipeline.tick()
-    demo.collector.pipeline.evaluate_if_due()
+    demo.collector.core.applier.tick()
+    demo.collector.core.recommender.evaluate_if_due()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -175,8 +175,8 @@ def run(args: argparse.Namespace) -> int:
                 thread.join(timeout=5)
             for agent in demo.agents:
                 agent.shipper.close()
-            demo.collector.pipeline.tick(flush=True)
-            demo.collector.pipeline.evaluate(demo.clock())
+            demo.collector.core.applier.tick(flush=True)
+            demo.collector.core.recommender.evaluate(demo.clock())
             print_summary(demo, final=True)
         finally:
             server.should_exit = True

@@ -31,9 +31,9 @@ class Summary:
 
 
 def summarise(demo: Demo) -> Summary:
-    pipeline = demo.collector.pipeline
+    service = demo.collector.core.service
     now = demo.clock()
-    views = pipeline.fleet(now)
+    views = service.fleet(now)
     by_state = {s.value: 0 for s in GpuState}
     for view in views:
         by_state[view.state.value] += 1
@@ -43,20 +43,20 @@ def summarise(demo: Demo) -> Summary:
         if v.state is not GpuState.UNKNOWN and v.sm_activity is not None
     ]
     idle = [v for v in views if v.state in (GpuState.ALLOCATED_IDLE, GpuState.UNALLOCATED)]
-    prices = pipeline.accountant.prices
-    totals = pipeline.fleet_totals()
+    rates = service.rates
+    totals = service.fleet_totals()
     return Summary(
         sim_time=now,
         gpus=len(views),
         by_state=by_state,
         utilisation=sum(known) / len(known) if known else None,
         idle_now=len(idle),
-        waste_per_hour=sum(prices.price_per_gpu_hour(v.model, v.node) for v in idle),
+        waste_per_hour=sum(rates.price_per_gpu_hour(v.model, v.node) for v in idle),
         waste_total=sum(w.waste for w in totals.waste),
         energy_kwh=sum(e.energy_joules for e in totals.energy) / 3.6e6,
         carbon_kg=sum(e.carbon_grams for e in totals.energy) / 1000.0,
         currency=totals.currency,
-        recommendations=pipeline.recommendations(OPEN_STATUSES),
+        recommendations=service.recommendations(OPEN_STATUSES),
     )
 
 

@@ -65,7 +65,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def replay(source: ReplaySource, idle_threshold: float) -> list[WorkloadFigures]:
-    """Push every recorded sample through a collector pipeline; per-workload figures."""
+    """Push every recorded sample through a collector, the way agents' batches go in
+    (``submit``, the body as an agent POSTs it); per-workload figures."""
     settings = CollectorSettings(
         ledger=LedgerSettings(url=":memory:"),
         analysis=AnalysisSettings(
@@ -75,16 +76,19 @@ def replay(source: ReplaySource, idle_threshold: float) -> list[WorkloadFigures]
     )
     end = source.end + source.step_seconds
     collector = build_collector(settings, clock=lambda: end, tokens=frozenset())
-    pipeline = collector.pipeline
+    core = collector.core
     gpus = source.discover()
     counts: dict[str, list[int]] = {}  # workload key -> [samples, zero samples]
-    for seq, chunk in enumerate(_chunks(source.iter_samples(), BATCH_SAMPLES), start=1):
-        _count(chunk, counts)
-        batch = _batch(source.node or "replay", gpus, chunk, seq, end)
-        pipeline.ingest(batch, encode_batch(batch), end)
-        pipeline.tick()
-    pipeline.tick(flush=True)
-    reports = {r.key: r for r in pipeline.workloads(source.start - 3600, end + 3600)}
+    try:
+        for seq, chunk in enumerate(_chunks(source.iter_samples(), BATCH_SAMPLES), start=1):
+            _count(chunk, counts)
+            batch = _batch(source.node or "replay", gpus, chunk, seq, end)
+            core.service.submit(encode_batch(batch), None, end).result()
+            core.applier.tick()
+        core.applier.tick(flush=True)
+        reports = {r.key: r for r in core.service.workloads(source.start - 3600, end + 3600)}
+    finally:
+        collector.stop()
     figures = []
     for key, (samples, zeros) in sorted(counts.items()):
         report = reports.get(key)

@@ -48,7 +48,7 @@ def test_the_apply_job_runs_at_the_interval_and_applies_ready_samples(tmp_path: 
         )
         batch = Batch(schema_version=SCHEMA_VERSION, node="n", agent_boot_id="b", seq=1,
                       sent_at=T0 + 10, gpus=(INFO,), samples=samples)  # fmt: skip
-        collector.pipeline.ingest(batch, msgspec.json.encode(batch), T0 + 10)
+        collector.core.service.submit(msgspec.json.encode(batch), None, T0 + 10).result(10)
         collector.start_jobs()
         jobs = {
             job.id: job.trigger.interval.total_seconds() for job in collector.scheduler.get_jobs()
@@ -56,7 +56,7 @@ def test_the_apply_job_runs_at_the_interval_and_applies_ready_samples(tmp_path: 
         assert jobs["apply"] == 0.2 and jobs["evaluate"] == CHECK_EVERY_SECONDS
         clock[0] = T0 + 100  # the window (30 s) has passed on the collector's clock
         deadline = time.monotonic() + 20
-        while collector.pipeline.buffered_samples() and time.monotonic() < deadline:
+        while collector.core.fleet.buffered_samples() and time.monotonic() < deadline:
             time.sleep(0.05)
         totals = collector.ledger.usage_totals_by_gpu()
         assert [u.energy_joules for _, u in totals] == [900.0]  # 0..9 s at 100 W, counter

@@ -1,7 +1,7 @@
 """A real collector and real agents on one simulated clock, for the end-to-end tests.
 
 The collector is the one ``gpufleet collector`` builds (ledger in a SQLite file, price
-book, pipeline, HTTP app under uvicorn on a loopback port); each simulated node gets the
+book, collector core, HTTP app under uvicorn on a loopback port); each simulated node gets the
 real agent's Sampler and Shipper (with its on-disk spool) speaking HTTP to it. Simulated
 time is set by hand, one sampling step at a time, the way ``gpufleet demo`` pre-runs its
 history.
@@ -152,12 +152,12 @@ class FleetRig:
     def ship_and_apply(self) -> None:
         for agent in self.agents:
             agent.shipper.flush()
-        self.collector.pipeline.tick()
-        self.collector.pipeline.evaluate_if_due()
+        self.collector.core.applier.tick()
+        self.collector.core.recommender.evaluate_if_due()
 
     def finish(self) -> None:
         """Ship everything, apply past the reorder window, evaluate at the end."""
         for agent in self.agents:
             agent.shipper.flush()
-        self.collector.pipeline.tick(flush=True)
-        self.collector.pipeline.evaluate(self.clock())
+        self.collector.core.applier.tick(flush=True)
+        self.collector.core.recommender.evaluate(self.clock())

@@ -70,10 +70,10 @@ def long_idle_seconds(episodes: list[IdleEpisode], gpu_uuid: str, now: float) ->
 
 def test_the_run_covers_six_hours_and_loses_nothing(rig: FleetRig) -> None:
     assert rig.now == rig.start + RUN_SECONDS
-    health = rig.collector.pipeline.health()
+    health = rig.collector.core.service.health()
     assert health.pending_samples == 0 and health.ledger_ok
     expected_samples = (RUN_SECONDS / STEP_SECONDS + 1) * len(rig.fleet.gpu_uuids)
-    ingest = rig.collector.pipeline.stats.snapshot()
+    ingest = rig.collector.core.service.stats.snapshot()
     assert ingest.samples_accepted == expected_samples
     assert ingest.late_samples == 0 and not ingest.batches_rejected
     for agent in rig.agents:
@@ -123,7 +123,7 @@ def test_energy_per_gpu_and_per_workload_within_half_a_percent(rig: FleetRig) ->
 def test_every_stuck_job_gets_a_release_recommendation_within_window_plus_one_evaluation(
     rig: FleetRig,
 ) -> None:
-    recs = {r.id: r for r in rig.collector.pipeline.recommendations(None)}
+    recs = {r.id: r for r in rig.collector.core.service.recommendations(None)}
     stuck = rig.fleet.jobs_of_kind(ActivityKind.STUCK)
     assert len(stuck) >= 3
     assert any(job.start_time is not None for job in stuck)  # some start mid-run
@@ -146,7 +146,7 @@ def test_busy_training_jobs_never_get_a_release_recommendation(rig: FleetRig) ->
     assert len(training) >= 3
     released = {
         r.subject
-        for r in rig.collector.pipeline.recommendations(None)  # every status, resolved too
+        for r in rig.collector.core.service.recommendations(None)  # every status, resolved too
         if r.kind is RecommendationKind.RELEASE_IDLE
     }
     assert released and not (released & training)

@@ -108,8 +108,8 @@ def test_stuck_jobs_are_warned_then_released_and_nothing_else_is(tmp_path: Path)
             if ticks % SHIP_EVERY == 0:
                 for agent in agents:
                     agent.shipper.flush()
-                collector.pipeline.tick()
-                collector.pipeline.evaluate_if_due()
+                collector.core.applier.tick()
+                collector.core.recommender.evaluate_if_due()
                 collector.alert()
         entries = collector.alerting.engine.log.entries()  # type: ignore[union-attr]
     finally:

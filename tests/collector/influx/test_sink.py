@@ -10,12 +10,17 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from agent.model import Batch, GpuInfo, GpuSample, encode_batch
-from collector.influx.hooks import InfluxSinkMetrics, MirroredLedger
+from agent.model import Batch, GpuInfo, GpuSample, Workload, WorkloadKind, encode_batch
+from collector.accounting.rates import Rates
+from collector.analysis.carbon import IntensityTable
+from collector.analysis.cost import PriceBook
+from collector.config import CarbonSettings, CollectorSettings
+from collector.influx.hooks import InfluxObserver, InfluxSinkMetrics
 from collector.influx.settings import InfluxSettings
 from collector.influx.sink import InfluxSink, InfluxWriteError
-from collector.ledger.store import LedgerWrite
+from collector.ledger.store import Ledger
 from collector.records import Usage, WorkloadRef
+from collector.service import CollectorCore
 
 T0 = 1_700_000_000.0
 HOUR = 1_699_999_200.0  # T0's hour
@@ -64,15 +69,21 @@ def settings(**overrides: float) -> InfluxSettings:
     return InfluxSettings(url="http://influx", database="fleet", **values)  # type: ignore[arg-type]
 
 
-def batch_body(first: int, samples: int) -> bytes:
-    """``samples`` samples of one GPU, one per second from T0 + ``first``."""
+POD = Workload(kind=WorkloadKind.KUBERNETES_POD, id="p", name="nb", namespace="ml")
+
+
+def batch_body(first: int, samples: int, holder: Workload | None = None) -> bytes:
+    """``samples`` samples of one GPU, one per second from T0 + ``first``, held by
+    ``holder``."""
     gpu = GpuInfo(uuid="GPU-a", index=0, name="NVIDIA H100")
+    held = (holder,) if holder is not None else ()
     return encode_batch(
         Batch(
             schema_version=1, node="n1", agent_boot_id="b", seq=first, sent_at=T0,
             gpus=(gpu,),
             samples=tuple(
-                GpuSample(timestamp=T0 + first + i, gpu_uuid="GPU-a", power_watts=100.0)
+                GpuSample(timestamp=T0 + first + i, gpu_uuid="GPU-a", power_watts=100.0,
+                          workloads=held)
                 for i in range(samples)
             ),
         )
@@ -201,27 +212,30 @@ def test_a_waiting_rollup_is_queued_once_and_carries_the_latest_totals(
     assert "idle_seconds=120," in line and line.endswith(f" {int(HOUR) * 10**9}")
 
 
-def test_the_mirrored_ledger_queues_new_batches_and_committed_hours(
+def test_the_observer_queues_new_batches_and_committed_hours(
     tmp_path: Path, influx: FakeInflux
 ) -> None:
-    ledger = MirroredLedger.open_mirrored(str(tmp_path / "ledger.db"))
+    """Attached to a real collector core: each newly stored batch's samples are queued
+    (a resend is not), and each commit's (hour, workload) rollups, read back from the
+    ledger when the hour is written: two commits in one hour are one point."""
+    ledger = Ledger.open(str(tmp_path / "ledger.db"))
+    rates = Rates(PriceBook.example(), IntensityTable.default(), CarbonSettings())
+    core = CollectorCore.build(CollectorSettings(), ledger, rates, lambda: T0 + 8)
     sink = InfluxSink(influx, settings(flush_interval_seconds=60), ledger.usage_by_workload, "EUR")
-    ledger.sink = sink
+    core.observers.attach(InfluxObserver(sink))
     sink.start()
-    body = batch_body(0, 4)
-    assert ledger.record_batch("n1", "b", 1, T0, body, 4) is not None
-    assert ledger.record_batch("n1", "b", 1, T0, body, 4) is None  # a resend: not mirrored
-    ref = WorkloadRef(key="pod:ml/nb", kind="kubernetes_pod", name="nb", namespace="ml")
-    for energy in (1000.0, 500.0):  # two commits add up in the ledger
-        write = LedgerWrite(workloads={ref.key: ref})
-        write.workload_usage[(HOUR, ref.key)] = Usage(energy_joules=energy, idle_seconds=30.0)
-        ledger.commit(write)
-    sink.close()
-    ledger.close()
-    assert sink.counters().enqueued == 4 + 1  # 4 samples; the hour waited once
+    try:
+        for body in (batch_body(0, 4, POD), batch_body(0, 4, POD), batch_body(4, 4, POD)):
+            core.service.submit(body, None, T0 + 8).result(10)
+            core.applier.tick(flush=True)  # one commit per batch, both in T0's hour
+    finally:
+        core.close()
+        sink.close()
+        ledger.close()
+    assert sink.counters().enqueued == 4 + 4 + 1  # the resend is not queued; one hour
     rollups = [line for line in influx.lines if line.startswith("workload_hour,")]
     assert len(rollups) == 1
-    assert "energy_joules=1500," in rollups[0] and "idle_seconds=60," in rollups[0]
+    assert "energy_joules=700," in rollups[0]  # 7 s at 100 W, from both commits
 
 
 def test_metrics_expose_the_counters(influx: FakeInflux) -> None:

@@ -113,8 +113,8 @@ def test_collector_writes_raw_samples_and_hourly_rollups_read_back_exactly(
     collector = build_collector(settings, lambda: now, tokens=frozenset({"t"}))
     try:
         for batch in fleet_batches(steps, per_batch=30):
-            collector.pipeline.ingest(batch, encode_batch(batch), now)
-        collector.pipeline.tick(flush=True)
+            collector.core.service.submit(encode_batch(batch), None, now).result(10)
+        collector.core.applier.tick(flush=True)
         ledger_hours = {
             (hour, ref.key): usage
             for hour in (HOUR0, HOUR0 + HOUR_SECONDS)
@@ -143,7 +143,7 @@ def test_collector_writes_raw_samples_and_hourly_rollups_read_back_exactly(
         assert as_points(raw, f"gpu_{field}") == sent, field
 
     rollups = victoria.export('{__name__=~"workload_hour_.*"}')
-    assert {s.labels["currency"] for s in rollups} == {collector.pipeline.accountant.currency}
+    assert {s.labels["currency"] for s in rollups} == {collector.core.service.rates.currency}
     hours_ms = [HOUR0 * 1000, (HOUR0 + 3600) * 1000]
     # ground truth from the samples: 360 intervals per hour, each holder all of it
     truth = {
@@ -246,9 +246,9 @@ def test_collector_results_do_not_depend_on_influx_being_up(tmp_path: Path) -> N
         collector = build_collector(settings, lambda: now, tokens=frozenset({"t"}))
         try:
             for batch in fleet_batches(steps, per_batch=30):
-                ack = collector.pipeline.ingest(batch, encode_batch(batch), now)
+                ack = collector.core.service.submit(encode_batch(batch), None, now).result(10)
                 assert ack.status == "accepted"
-            collector.pipeline.tick(flush=True)
+            collector.core.applier.tick(flush=True)
             totals.append(collector.ledger.usage_by_workload(HOUR0, HOUR0 + HOUR_SECONDS))
         finally:
             collector.stop()

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from collector.config import CollectorSettings
-from collector.influx.hooks import MirroredLedger
 from collector.ledger.store import Ledger
 from gpufleet.cli.collector import build_collector
 from gpufleet.settings import ConfigError
@@ -56,13 +55,13 @@ def test_full_from_the_environment_over_normal_in_the_file(tmp_path: Path) -> No
     assert collector_pragma(settings) == [FULL, FULL]
 
 
-def test_the_mirrored_ledger_gets_it_too(tmp_path: Path) -> None:
-    """With influx.url set the collector opens a MirroredLedger: same setting."""
+def test_the_ledger_with_an_influx_sink_gets_it_too(tmp_path: Path) -> None:
+    """With influx.url set the collector attaches a sink to its ledger: same setting."""
     influx = f"  timeout_seconds: 1\n  url: http://127.0.0.1:{free_port()}\n  database: fleet\n"
     settings = load(tmp_path, f"  synchronous: NORMAL\ninflux:\n{influx}")
     collector = build_collector(settings, lambda: 1.7e9, tokens=frozenset({"t"}))
     try:
-        assert isinstance(collector.ledger, MirroredLedger)
+        assert collector.influx is not None
         assert pragma_synchronous(collector.ledger) == [NORMAL, NORMAL]
     finally:
         collector.stop()

@@ -1,5 +1,5 @@
 """The rates the collector exports (waste now, PUE, grid intensity per region) and the
-ledger totals behind its energy counters, from a real Accountant and a real Pipeline."""
+ledger totals behind its energy counters, from real Rates and a real collector core."""
 
 from __future__ import annotations
 
@@ -11,15 +11,15 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from agent.model import SCHEMA_VERSION, Batch, GpuInfo, GpuSample, Workload, WorkloadKind
-from collector.accounting.accountant import Accountant
+from collector.accounting.rates import Rates
 from collector.analysis.carbon import HourlyFeed, IntensityRow, IntensityTable
 from collector.analysis.cost import PriceBook
 from collector.config import CarbonSettings, CollectorSettings
 from collector.ledger.store import Ledger
 from collector.metrics.exporter import FleetExporter, RatesExporter
-from collector.pipeline import Pipeline
 from collector.records import GpuState, GpuView, WorkloadRef
 from collector.reports import LiveRates, fleet_rates
+from collector.service import CollectorCore
 from tests.collector.metrics.test_exporter import samples, value
 
 T0 = 1_767_225_600.0  # an hour boundary
@@ -59,15 +59,15 @@ FLEET = [
 
 
 def test_waste_now_is_the_summed_hourly_price_of_the_gpus_idle_now() -> None:
-    rates = fleet_rates(FLEET, Accountant(PRICES, TABLE, CARBON), {}, T0)
+    rates = fleet_rates(FLEET, Rates(PRICES, TABLE, CARBON), {}, T0)
     assert rates.currency == "CNY"
     assert rates.idle_cost_per_hour == pytest.approx(20 + 3 + 0 + 4)
-    assert fleet_rates([], Accountant(PRICES, TABLE, CARBON), {}, T0).idle_cost_per_hour == 0
+    assert fleet_rates([], Rates(PRICES, TABLE, CARBON), {}, T0).idle_cost_per_hour == 0
 
 
 def test_intensity_per_region_of_the_known_nodes_and_the_pue() -> None:
     labels = {"n3": {"region": "FRA"}, "n4": {"region": "atlantis"}, "gone": {"region": "X"}}
-    rates = fleet_rates(FLEET, Accountant(PRICES, TABLE, CARBON), labels, T0)
+    rates = fleet_rates(FLEET, Rates(PRICES, TABLE, CARBON), labels, T0)
     assert rates.pue_ratio == 1.3
     # n1: default region; n2: carbon.node_regions; n3: its label; n4: an unknown region
     # is accounted at the default region's intensity, and exported as what it is
@@ -77,13 +77,13 @@ def test_intensity_per_region_of_the_known_nodes_and_the_pue() -> None:
 
 def test_an_hourly_feed_sets_the_default_region_s_intensity_at_now() -> None:
     feed = HourlyFeed("world", [(T0, 300.0), (T0 + 3600, 200.0)], TABLE, "world")
-    accountant = Accountant(PRICES, TABLE, CARBON, feed)
-    assert fleet_rates(FLEET, accountant, {}, T0 + 10).intensity_g_per_kwh["world"] == 300
-    assert fleet_rates(FLEET, accountant, {}, T0 + 3610).intensity_g_per_kwh["world"] == 200
-    assert fleet_rates(FLEET, accountant, {}, T0 + 7210).intensity_g_per_kwh["world"] == 475
+    rates = Rates(PRICES, TABLE, CARBON, feed)
+    assert fleet_rates(FLEET, rates, {}, T0 + 10).intensity_g_per_kwh["world"] == 300
+    assert fleet_rates(FLEET, rates, {}, T0 + 3610).intensity_g_per_kwh["world"] == 200
+    assert fleet_rates(FLEET, rates, {}, T0 + 7210).intensity_g_per_kwh["world"] == 475
 
 
-# -- through a real pipeline -------------------------------------------------------------
+# -- through a real collector core -------------------------------------------------------------
 
 COUNTED = GpuInfo(uuid="GPU-c", index=0, name="NVIDIA H100 80GB HBM3")
 ESTIMATED = GpuInfo(uuid="GPU-e", index=1, name="NVIDIA L4")  # no energy counter
@@ -108,31 +108,38 @@ def batch(seq: int, times: range, sm: float) -> Batch:
                  sent_at=T0, gpus=(COUNTED, ESTIMATED, FREE), samples=tuple(rows))  # fmt: skip
 
 
-def open_pipeline(db: Path) -> Pipeline:
-    accountant = Accountant(PRICES, TABLE, CARBON)
-    return Pipeline(CollectorSettings(), Ledger.open(str(db)), accountant, clock=lambda: T0 + 600)
+def open_core(db: Path) -> CollectorCore:
+    rates = Rates(PRICES, TABLE, CARBON)
+    return CollectorCore.build(CollectorSettings(), Ledger.open(str(db)), rates, lambda: T0 + 600)
+
+
+def submit(core: CollectorCore, b: Batch) -> None:
+    """As the agent sends it, right after its newest sample."""
+    assert (
+        core.service.submit(msgspec.json.encode(b), None, T0 + 600).result(10).status == "accepted"
+    )
 
 
 @pytest.fixture
-def pipeline(tmp_path: Path) -> Iterator[Pipeline]:
-    p = open_pipeline(tmp_path / "ledger.db")
-    b = batch(1, range(0, 600, 10), sm=0.0)  # idle throughout: 0..590 s
-    p.ingest(b, msgspec.json.encode(b), received_at=T0)
-    p.tick(flush=True)
-    yield p
-    p.ledger.close()
+def core(tmp_path: Path) -> Iterator[CollectorCore]:
+    c = open_core(tmp_path / "ledger.db")
+    submit(c, batch(1, range(0, 600, 10), sm=0.0))  # idle throughout: 0..590 s
+    c.applier.tick(flush=True)
+    yield c
+    c.close()
+    c.ledger.close()
 
 
-def scrape(pipeline: Pipeline) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
+def scrape(core: CollectorCore) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
     registry = CollectorRegistry()
-    registry.register(FleetExporter(pipeline, clock=lambda: T0 + 600))
-    registry.register(RatesExporter(LiveRates(pipeline.fleet, pipeline.accountant),
-                                    clock=lambda: T0 + 600))  # fmt: skip
+    registry.register(FleetExporter(core.service, clock=lambda: T0 + 600))
+    rates = LiveRates(core.fleet.views, core.service.rates)
+    registry.register(RatesExporter(rates, clock=lambda: T0 + 600))
     return samples(generate_latest(registry).decode())
 
 
-def test_estimated_energy_is_the_power_integrated_part_per_workload(pipeline: Pipeline) -> None:
-    found = scrape(pipeline)
+def test_estimated_energy_is_the_power_integrated_part_per_workload(core: CollectorCore) -> None:
+    found = scrape(core)
     nb = {"k8s_namespace_name": "ml", "workload": "pod:ml/nb", "team": "cv"}
     unallocated = {"k8s_namespace_name": "", "workload": "", "team": ""}
     estimated = "gpufleet_workload_estimated_energy_joules_total"
@@ -144,8 +151,8 @@ def test_estimated_energy_is_the_power_integrated_part_per_workload(pipeline: Pi
     assert value(found, estimated, **unallocated) == pytest.approx(20 * 590)
 
 
-def test_rates_over_the_live_fleet(pipeline: Pipeline) -> None:
-    found = scrape(pipeline)
+def test_rates_over_the_live_fleet(core: CollectorCore) -> None:
+    found = scrape(core)
     # n2 idle: an H100 (20/h) and an L4 (3/h, n2's override) held, an L4 (3/h) unallocated
     assert value(found, "gpufleet_fleet_idle_cost_per_hour", currency="CNY") == pytest.approx(26)
     assert value(found, "gpufleet_carbon_pue_ratio") == 1.3
@@ -154,14 +161,15 @@ def test_rates_over_the_live_fleet(pipeline: Pipeline) -> None:
 
 
 def test_idle_totals_keep_the_workload_s_gpu_model_after_a_restart(tmp_path: Path) -> None:
-    first = open_pipeline(tmp_path / "ledger.db")
-    b = batch(1, range(0, 600, 10), sm=0.0)
-    first.ingest(b, msgspec.json.encode(b), received_at=T0)
-    first.tick(flush=True)
-    before = {(w.workload, w.model): w.idle_gpu_seconds for w in first.fleet_totals().waste}
+    first = open_core(tmp_path / "ledger.db")
+    submit(first, batch(1, range(0, 600, 10), sm=0.0))
+    first.applier.tick(flush=True)
+    before = {(w.workload, w.model): w.idle_gpu_seconds for w in first.service.fleet_totals().waste}
+    first.close()
     first.ledger.close()
-    second = open_pipeline(tmp_path / "ledger.db")  # the workload is not seen again
-    after = {(w.workload, w.model): w.idle_gpu_seconds for w in second.fleet_totals().waste}
+    second = open_core(tmp_path / "ledger.db")  # the workload is not seen again
+    after = {(w.workload, w.model): w.idle_gpu_seconds for w in second.service.fleet_totals().waste}
+    second.close()
     second.ledger.close()
     assert after == before
     assert after[("pod:ml/nb", "L4")] == pytest.approx(2 * 590)  # both its GPUs, idle

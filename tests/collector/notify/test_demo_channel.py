@@ -77,8 +77,8 @@ def test_a_configured_channel_gets_the_stuck_jobs_release_signed(tmp_path: Path)
             if tick % 5 == 0:
                 for agent in agents:
                     agent.shipper.flush()
-                collector.pipeline.tick()
-                collector.pipeline.evaluate_if_due()
+                collector.core.applier.tick()
+                collector.core.recommender.evaluate_if_due()
                 collector.alert()
     finally:
         for agent in agents:

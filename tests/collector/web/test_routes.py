@@ -99,10 +99,10 @@ def test_gpu_usage_route_lists_every_gpu_with_price_and_hourly_usage(
     client = AsgiClient(collector.app)
     for seq in range(1, 8):  # idle H100s held by a pod, one sample every 10 s
         post(client, seq, NOW + 10 * (seq - 1), sm_activity=0.0, energy_joules=1.0e6 + seq * 700)
-    collector.pipeline.tick(flush=True)
+    collector.core.applier.tick(flush=True)
     body = client.get(f"/v1/gpus/usage?start={NOW}&end={NOW + 3600}", headers=AUTH).json()
-    price = collector.pipeline.accountant.prices.price_per_gpu_hour("H100", "node-a")
-    assert price > 0 and body["currency"] == collector.pipeline.accountant.currency
+    price = collector.core.service.rates.price_per_gpu_hour("H100", "node-a")
+    assert price > 0 and body["currency"] == collector.core.service.rates.currency
     assert [g["uuid"] for g in body["gpus"]] == ["GPU-node-a-0", "GPU-node-a-1"]
     for gpu in body["gpus"]:
         assert (gpu["model"], gpu["node"], gpu["price_per_hour"]) == ("H100", "node-a", price)

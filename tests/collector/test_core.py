@@ -1,4 +1,5 @@
-"""Pipeline over a real SQLite ledger: ingest, apply, restore after a crash, reports."""
+"""The collector's core over a real SQLite ledger: submit, apply, restore after a crash,
+reports."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import gzip
 import math
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import msgspec
@@ -14,13 +15,14 @@ import pytest
 
 from agent.model import SCHEMA_VERSION, Batch, GpuInfo, GpuSample, Workload, WorkloadKind
 from collector import reports
-from collector.accounting.accountant import Accountant
+from collector.accounting.rates import Rates
 from collector.analysis.carbon import IntensityTable
 from collector.analysis.cost import PriceBook
 from collector.backend import IngestError
 from collector.config import AnalysisSettings, CarbonSettings, CollectorSettings
+from collector.ledger.observers import StoredBatch
 from collector.ledger.store import Ledger, LedgerError, LedgerWrite
-from collector.pipeline import Pipeline
+from collector.service import CollectorCore
 from gpufleet.settings import ConfigError, load_settings
 
 T0 = 1_767_225_600.0  # an hour boundary
@@ -40,64 +42,84 @@ def batch(seq: int, times: range, sm: float = 0.5, boot: str = "boot-1") -> Batc
                  sent_at=T0, gpus=(INFO,), samples=tuple(sample(t, sm) for t in times))  # fmt: skip
 
 
-def open_pipeline(db: Path, now: float) -> Pipeline:
-    accountant = Accountant(PriceBook.example(), IntensityTable.default(), CarbonSettings())
-    return Pipeline(CollectorSettings(), Ledger.open(str(db)), accountant, clock=lambda: now)
+def example_rates() -> Rates:
+    return Rates(PriceBook.example(), IntensityTable.default(), CarbonSettings())
 
 
-def ingest(pipeline: Pipeline, b: Batch) -> str:
-    """What the HTTP edge does with a valid batch; returns the ack's status."""
-    return pipeline.ingest(b, msgspec.json.encode(b), received_at=T0).status
+def open_core(db: Path, now: float) -> CollectorCore:
+    return CollectorCore.build(
+        CollectorSettings(), Ledger.open(str(db)), example_rates(), lambda: now
+    )
 
 
-def energy(pipeline: Pipeline) -> float:
-    return sum(u.energy_joules for _, u in pipeline.ledger.usage_totals_by_gpu())
+def ingest(core: CollectorCore, b: Batch) -> str:
+    """What the HTTP edge does with a batch an agent sent right after its newest sample;
+    returns the ack's status."""
+    sent_at = max([T0, *(s.timestamp for s in b.samples)])
+    return core.service.submit(msgspec.json.encode(b), None, sent_at).result(10).status
+
+
+def energy(core: CollectorCore) -> float:
+    return sum(u.energy_joules for _, u in core.ledger.usage_totals_by_gpu())
+
+
+class Seen:
+    """An observer that notes each stored batch's seq and the thread it was told on."""
+
+    def __init__(self, seen: list[tuple[int, str]]) -> None:
+        self.seen = seen
+
+    def batches_stored(self, stored: Sequence[StoredBatch]) -> None:
+        name = threading.current_thread().name
+        self.seen.extend((s.batch.seq, name) for s in stored)
+
+    def write_committed(self, write: LedgerWrite) -> None:
+        pass
 
 
 @pytest.fixture
-def pipeline(tmp_path: Path) -> Iterator[Pipeline]:
-    p = open_pipeline(tmp_path / "ledger.db", T0)  # clock at the data: the window decides
+def core(tmp_path: Path) -> Iterator[CollectorCore]:
+    p = open_core(tmp_path / "ledger.db", T0)  # clock at the data: the window decides
     yield p
     p.ledger.close()
 
 
-def test_a_repeated_batch_is_acknowledged_and_counted_once(pipeline: Pipeline) -> None:
-    assert ingest(pipeline, batch(1, range(0, 60, 10))) == "accepted"
-    assert ingest(pipeline, batch(1, range(0, 60, 10))) == "duplicate"
-    assert ingest(pipeline, batch(2, range(60, 120, 10))) == "accepted"
-    pipeline.tick(flush=True)
-    assert energy(pipeline) == WATTS * 110
+def test_a_repeated_batch_is_acknowledged_and_counted_once(core: CollectorCore) -> None:
+    assert ingest(core, batch(1, range(0, 60, 10))) == "accepted"
+    assert ingest(core, batch(1, range(0, 60, 10))) == "duplicate"
+    assert ingest(core, batch(2, range(60, 120, 10))) == "accepted"
+    core.applier.tick(flush=True)
+    assert energy(core) == WATTS * 110
 
 
 def test_tick_holds_the_reorder_window_and_flush_applies_the_rest(tmp_path: Path) -> None:
-    pipeline = open_pipeline(tmp_path / "ledger.db", T0 + 90)  # the samples are current
-    ingest(pipeline, batch(1, range(0, 100, 10)))  # newest 90; window 30 s
-    assert pipeline.tick() == 7  # 0..60
-    assert energy(pipeline) == WATTS * 60
-    assert pipeline.health().pending_samples == 3 and pipeline.health().lag_seconds == 30
-    assert pipeline.tick(flush=True) == 3
-    assert energy(pipeline) == WATTS * 90 and pipeline.health().pending_samples == 0
-    pipeline.ledger.close()
+    core = open_core(tmp_path / "ledger.db", T0 + 90)  # the samples are current
+    ingest(core, batch(1, range(0, 100, 10)))  # newest 90; window 30 s
+    assert core.applier.tick() == 7  # 0..60
+    assert energy(core) == WATTS * 60
+    assert core.service.health().pending_samples == 3 and core.service.health().lag_seconds == 30
+    assert core.applier.tick(flush=True) == 3
+    assert energy(core) == WATTS * 90 and core.service.health().pending_samples == 0
+    core.ledger.close()
 
 
 def test_a_gpu_that_stops_reporting_is_applied_a_window_later_by_the_clock(
     tmp_path: Path,
 ) -> None:
     now = [T0 + 90]
-    accountant = Accountant(PriceBook.example(), IntensityTable.default(), CarbonSettings())
     ledger = Ledger.open(str(tmp_path / "ledger.db"))
-    pipeline = Pipeline(CollectorSettings(), ledger, accountant, clock=lambda: now[0])
-    ingest(pipeline, batch(1, range(0, 100, 10)))  # then the GPU goes quiet
-    assert pipeline.tick() == 7  # 0..60: the window behind its newest reading (90)
+    core = CollectorCore.build(CollectorSettings(), ledger, example_rates(), lambda: now[0])
+    ingest(core, batch(1, range(0, 100, 10)))  # then the GPU goes quiet
+    assert core.applier.tick() == 7  # 0..60: the window behind its newest reading (90)
     now[0] = T0 + 125  # 35 s of silence: everything is older than the window now
-    assert pipeline.tick() == 3
-    assert pipeline.health().pending_samples == 0
+    assert core.applier.tick() == 3
+    assert core.service.health().pending_samples == 0
     # applied, not committed yet: the last commit (the first tick's) is 35 s old, the
     # commit interval 60 s; the batch stays pending until the ledger has its samples
-    assert energy(pipeline) == WATTS * 60 and ledger.pending_batches()
+    assert energy(core) == WATTS * 60 and ledger.pending_batches()
     now[0] = T0 + 150  # the next apply, 60 s after the last commit: no samples, a commit
-    assert pipeline.tick() == 0
-    assert energy(pipeline) == WATTS * 90 and not ledger.pending_batches()
+    assert core.applier.tick() == 0
+    assert energy(core) == WATTS * 90 and not ledger.pending_batches()
     ledger.close()
 
 
@@ -105,97 +127,99 @@ def test_after_a_crash_restore_resumes_with_nothing_lost_and_nothing_twice(
     tmp_path: Path,
 ) -> None:
     db = tmp_path / "ledger.db"
-    first = open_pipeline(db, T0 + 90)
+    first = open_core(db, T0 + 90)
     ingest(first, batch(1, range(0, 100, 10)))
-    first.tick()  # applies 0..60; 70..90 are acknowledged, durable, not applied
+    first.applier.tick()  # applies 0..60; 70..90 are acknowledged, durable, not applied
     ingest(first, batch(2, range(100, 200, 10)))  # acknowledged, never applied
     first.ledger.close()  # the process dies: nothing else is written
-    second = open_pipeline(db, T0 + 90)
-    assert second.health().pending_samples == 13  # 70..190 replayed from the ledger
+    second = open_core(db, T0 + 90)
+    assert second.service.health().pending_samples == 13  # 70..190 replayed from the ledger
     # 0..60 of batch 1 were applied before the crash: skipped on replay, not "late"
-    assert second.stats.snapshot().late_samples == 0
+    assert second.service.stats.snapshot().late_samples == 0
     assert ingest(second, batch(2, range(100, 200, 10))) == "duplicate"  # the agent resends
     ingest(second, batch(3, range(200, 300, 10)))
-    second.tick(flush=True)
+    second.applier.tick(flush=True)
     assert energy(second) == WATTS * 290
     (usage,) = [u for _, u in second.ledger.usage_totals_by_workload()]
     assert usage.active_seconds == 290
     second.ledger.close()
 
 
-def test_fleet_totals_say_when_each_workload_last_held_a_gpu(pipeline: Pipeline) -> None:
-    ingest(pipeline, batch(1, range(0, 100, 10)))
-    pipeline.tick(flush=True)
-    totals = pipeline.fleet_totals()
+def test_fleet_totals_say_when_each_workload_last_held_a_gpu(core: CollectorCore) -> None:
+    ingest(core, batch(1, range(0, 100, 10)))
+    core.applier.tick(flush=True)
+    totals = core.service.fleet_totals()
     [pod_energy] = [e for e in totals.energy if e.workload == POD.key]
     [pod_waste] = [w for w in totals.waste if w.workload == POD.key]
     assert pod_energy.last_seen == pod_waste.last_seen == T0 + 90  # its last interval's end
     assert all(e.last_seen == math.inf for e in totals.energy if e.workload == "")
 
 
-def test_health_says_when_the_ledger_fails(pipeline: Pipeline) -> None:
-    assert pipeline.health().ledger_ok
-    pipeline.ledger.close()
-    report = pipeline.health()
+def test_health_says_when_the_ledger_fails(core: CollectorCore) -> None:
+    assert core.service.health().ledger_ok
+    core.ledger.close()
+    report = core.service.health()
     assert not report.ledger_ok and "closed" in report.detail
 
 
 def test_a_gzipped_body_is_kept_as_sent_and_replayed_after_a_crash(tmp_path: Path) -> None:
     db = tmp_path / "ledger.db"
-    first = open_pipeline(db, T0 + 90)
+    first = open_core(db, T0 + 90)
     sent = batch(1, range(0, 100, 10))
     gzipped = gzip.compress(msgspec.json.encode(sent))
-    assert first.ingest(sent, gzipped, received_at=T0).status == "accepted"
+    assert first.service.submit(gzipped, "gzip", T0 + 90).result(10).status == "accepted"
     [segment] = (tmp_path / "ledger.db-intake").glob("*.seg")
     assert gzipped in segment.read_bytes()  # what the agent sent, not the inflated JSON
     assert [body for _, body in first.ledger.pending_batches()] == [msgspec.json.encode(sent)]
     first.ledger.close()  # dies before any tick
-    second = open_pipeline(db, T0 + 90)
-    assert second.health().pending_samples == 10
-    second.tick(flush=True)
+    second = open_core(db, T0 + 90)
+    assert second.service.health().pending_samples == 10
+    second.applier.tick(flush=True)
     assert energy(second) == WATTS * 90
     second.ledger.close()
 
 
-def test_evaluation_runs_once_per_interval_of_event_time(pipeline: Pipeline) -> None:
-    interval = pipeline.settings.analysis.evaluation_interval_seconds
-    ingest(pipeline, batch(1, range(0, 3600, 10), sm=0.0))  # idle past the 30 min window
-    pipeline.tick(flush=True)
-    opened = pipeline.evaluate_if_due(T0 + 3590)
+def test_evaluation_runs_once_per_interval_of_event_time(core: CollectorCore) -> None:
+    interval = core.recommender.analysis.evaluation_interval_seconds
+    ingest(core, batch(1, range(0, 3600, 10), sm=0.0))  # idle past the 30 min window
+    core.applier.tick(flush=True)
+    opened = core.recommender.evaluate_if_due(T0 + 3590)
     assert [r.id for r in opened] == [f"release_idle:{POD.key}"]
-    assert pipeline.evaluate_if_due(T0 + 3590 + interval - 1) == []  # not due: not run
-    assert pipeline.evaluate_if_due(T0 + 3590 + interval)[0].updated_at == T0 + 3590 + interval
+    assert core.recommender.evaluate_if_due(T0 + 3590 + interval - 1) == []  # not due: not run
+    assert (
+        core.recommender.evaluate_if_due(T0 + 3590 + interval)[0].updated_at == T0 + 3590 + interval
+    )
 
 
 def test_workloads_counts_an_open_idle_episode_once_and_only_in_its_range(
-    pipeline: Pipeline,
+    core: CollectorCore,
 ) -> None:
-    ingest(pipeline, batch(1, range(0, 600, 10), sm=0.5))
-    ingest(pipeline, batch(2, range(600, 1200, 10), sm=0.0))  # idle from +600 s, still open
-    pipeline.tick(flush=True)
-    (now,) = pipeline.workloads(T0, T0 + 1200)
+    ingest(core, batch(1, range(0, 600, 10), sm=0.5))
+    ingest(core, batch(2, range(600, 1200, 10), sm=0.0))  # idle from +600 s, still open
+    core.applier.tick(flush=True)
+    (now,) = core.service.workloads(T0, T0 + 1200)
     assert (now.idle_episodes, now.longest_idle_seconds) == (1, 590)
-    (before,) = pipeline.workloads(T0, T0 + 300)  # the episode began after this range
+    (before,) = core.service.workloads(T0, T0 + 300)  # the episode began after this range
     assert (before.idle_episodes, before.longest_idle_seconds) == (0, 0.0)
 
 
-def test_workloads_include_the_hour_a_range_starts_in(pipeline: Pipeline) -> None:
+def test_workloads_include_the_hour_a_range_starts_in(core: CollectorCore) -> None:
     """``usage`` sums the hourly rollups that *overlap* the range (collector/backend.py)."""
-    ingest(pipeline, batch(1, range(0, 610, 10)))
-    pipeline.tick(flush=True)
-    (report,) = pipeline.workloads(T0 + 300, T0 + 600)
+    ingest(core, batch(1, range(0, 610, 10)))
+    core.applier.tick(flush=True)
+    (report,) = core.service.workloads(T0 + 300, T0 + 600)
     assert report.usage.energy_joules == WATTS * 600  # hour granularity: the whole hour
 
 
-def test_an_interval_across_hours_is_split_between_them_pro_rata(pipeline: Pipeline) -> None:
+def test_an_interval_across_hours_is_split_between_them_pro_rata(core: CollectorCore) -> None:
     """A sample 10 s before the hour and one 10 s after: 10 s and half the energy each side;
     a 2 h silence from +1.5 h (unknown, its counter delta real) is shared by three hours."""
-    ingest(pipeline, batch(1, [*range(3570, 3600, 10), *range(3610, 3640, 10)]))
-    ingest(pipeline, batch(2, [5400, 12600, 12610]))
-    pipeline.tick(flush=True)
+    ingest(core, batch(1, [*range(3570, 3600, 10), *range(3610, 3640, 10)]))
+    ingest(core, batch(2, [5400, 12600, 12610]))
+    core.applier.tick(flush=True)
 
     def hour(n: int) -> tuple[float, float, float]:
-        ((_, u),) = pipeline.ledger.usage_by_gpu(T0 + n * 3600, T0 + (n + 1) * 3600)
+        ((_, u),) = core.ledger.usage_by_gpu(T0 + n * 3600, T0 + (n + 1) * 3600)
         return u.active_seconds, u.unknown_seconds, u.energy_joules
 
     assert hour(0) == (30.0, 0.0, WATTS * 30)  # 3570..3600: two intervals and a half
@@ -203,19 +227,19 @@ def test_an_interval_across_hours_is_split_between_them_pro_rata(pipeline: Pipel
     assert hour(1) == (30.0, 1770.0 + 1800.0, WATTS * 3600)
     assert hour(2) == (0.0, 3600.0, WATTS * 3600)
     assert hour(3) == (10.0, 1800.0, WATTS * 1810)
-    assert energy(pipeline) == WATTS * (12610 - 3570)
+    assert energy(core) == WATTS * (12610 - 3570)
 
 
-def test_an_episode_closed_while_a_report_is_built_counts_once(pipeline: Pipeline) -> None:
-    """The pipeline takes its open episodes under its lock, then reads the ledger; a tick
+def test_an_episode_closed_while_a_report_is_built_counts_once(core: CollectorCore) -> None:
+    """The service takes the open episodes under the fleet's lock, then reads the ledger; a tick
     in between may commit the same episode as closed."""
-    ingest(pipeline, batch(1, range(0, 600, 10), sm=0.0))
-    pipeline.tick(flush=True)
-    (still_open,) = [e for g in pipeline._gpus.values() if (e := g.open_episode())]
-    ingest(pipeline, batch(2, range(600, 700, 10), sm=0.5))
-    pipeline.tick(flush=True)  # closes it at +600 s and commits it
-    models = pipeline.accountant.workload_models()
-    (report,) = reports.workload_reports(pipeline.ledger, T0, T0 + 700, [still_open], models, "")
+    ingest(core, batch(1, range(0, 600, 10), sm=0.0))
+    core.applier.tick(flush=True)
+    (still_open,) = core.fleet.open_episodes()
+    ingest(core, batch(2, range(600, 700, 10), sm=0.5))
+    core.applier.tick(flush=True)  # closes it at +600 s and commits it
+    models = core.service.accountant.workload_models()
+    (report,) = reports.workload_reports(core.ledger, T0, T0 + 700, [still_open], models, "")
     assert (report.idle_episodes, report.longest_idle_seconds) == (1, 600)
 
 
@@ -230,20 +254,21 @@ def test_short_idle_gaps_count_as_idle_seconds_but_not_as_episodes(
     samples = tuple(sample(t, sm) for t, sm in zip(range(0, 620, 10), sms, strict=True))
     b = msgspec.structs.replace(batch(1, range(0)), samples=samples)
     settings = CollectorSettings(analysis=AnalysisSettings(min_episode_seconds=shortest))
-    accountant = Accountant(PriceBook.example(), IntensityTable.default(), CarbonSettings())
-    p = Pipeline(settings, Ledger.open(str(tmp_path / "l.db")), accountant, clock=lambda: T0)
+    p = CollectorCore.build(
+        settings, Ledger.open(str(tmp_path / "l.db")), example_rates(), lambda: T0
+    )
     try:
         ingest(p, b)
-        p.tick(flush=True)
-        (report,) = p.workloads(T0, T0 + 620)
+        p.applier.tick(flush=True)
+        (report,) = p.service.workloads(T0, T0 + 620)
         assert report.usage.idle_seconds == 500.0
         assert report.idle_episodes == episodes
         assert report.longest_idle_seconds == 300.0
         assert len(p.ledger.idle_episodes(T0, T0 + 620)) == episodes
         # a 20 s gap still open at the last applied sample counts as the closed ones do
         ingest(p, batch(2, range(620, 650, 10), sm=0.0))
-        p.tick(flush=True)
-        (report,) = p.workloads(T0, T0 + 650)
+        p.applier.tick(flush=True)
+        (report,) = p.service.workloads(T0, T0 + 650)
         assert report.idle_episodes == episodes + (shortest == 0.0)
     finally:
         p.ledger.close()
@@ -274,27 +299,27 @@ def body_seq(body: bytes) -> int:
 
 
 def test_a_batch_stays_pending_until_every_gpu_in_it_has_applied_its_samples(
-    pipeline: Pipeline,
+    core: CollectorCore,
 ) -> None:
-    ingest(pipeline, two_gpu_batch(1, range(0, 50, 10), range(0, 50, 10)))
-    ingest(pipeline, two_gpu_batch(2, range(50, 100, 10), range(50, 60, 10)))  # q: only 50
-    pipeline.tick(commit=True)  # p: newest 90 -> 0..60 applied; q: newest 50 -> 0..20
-    assert [body_seq(body) for _, body in pipeline.ledger.pending_batches()] == [1, 2]
-    ingest(pipeline, two_gpu_batch(3, range(100, 110, 10), range(100, 110, 10)))
-    pipeline.tick(commit=True)  # p: to 70; q: to 50 -> batch 1 done; 2 waits for p's 90
-    assert [body_seq(body) for _, body in pipeline.ledger.pending_batches()] == [2, 3]
-    pipeline.tick(flush=True)
-    assert pipeline.ledger.pending_batches() == []
-    assert energy(pipeline) == 2 * WATTS * 100
+    ingest(core, two_gpu_batch(1, range(0, 50, 10), range(0, 50, 10)))
+    ingest(core, two_gpu_batch(2, range(50, 100, 10), range(50, 60, 10)))  # q: only 50
+    core.applier.tick(commit=True)  # p: newest 90 -> 0..60 applied; q: newest 50 -> 0..20
+    assert [body_seq(body) for _, body in core.ledger.pending_batches()] == [1, 2]
+    ingest(core, two_gpu_batch(3, range(100, 110, 10), range(100, 110, 10)))
+    core.applier.tick(commit=True)  # p: to 70; q: to 50 -> batch 1 done; 2 waits for p's 90
+    assert [body_seq(body) for _, body in core.ledger.pending_batches()] == [2, 3]
+    core.applier.tick(flush=True)
+    assert core.ledger.pending_batches() == []
+    assert energy(core) == 2 * WATTS * 100
 
 
 def test_a_cursor_holding_a_full_sample_from_an_older_version_restores(tmp_path: Path) -> None:
     """Cursors used to store the whole last GpuSample; they now store only the fields the
     next interval needs, in the same format, so either kind restores."""
     db = tmp_path / "ledger.db"
-    first = open_pipeline(db, T0 + 3600)
+    first = open_core(db, T0 + 3600)
     ingest(first, batch(1, range(0, 60, 10)))
-    first.tick(flush=True)
+    first.applier.tick(flush=True)
     full = msgspec.structs.replace(
         sample(50, 0.5), temperature_celsius=61.0, sm_clock_hertz=1.9e9, xid_errors=(79,)
     )
@@ -302,9 +327,9 @@ def test_a_cursor_holding_a_full_sample_from_an_older_version_restores(tmp_path:
     old = msgspec.structs.replace(cursor, last_sample=msgspec.json.encode(full))
     first.ledger.commit(LedgerWrite(cursors={INFO.uuid: old}))
     first.ledger.close()
-    second = open_pipeline(db, T0 + 3600)
+    second = open_core(db, T0 + 3600)
     ingest(second, batch(2, range(60, 120, 10)))
-    second.tick(flush=True)
+    second.applier.tick(flush=True)
     assert energy(second) == WATTS * 110
     second.ledger.close()
 
@@ -321,7 +346,7 @@ def node_batch(node: int, seq: int) -> Batch:
 
 
 def test_concurrent_ingests_each_batch_once_even_when_sent_twice_at_once(
-    pipeline: Pipeline,
+    core: CollectorCore,
 ) -> None:
     """8 callers at once, as the app's thread pool: every batch of 4 nodes goes out from two
     threads (an agent's resend racing the first try), so duplicates meet within a group."""
@@ -329,7 +354,7 @@ def test_concurrent_ingests_each_batch_once_even_when_sent_twice_at_once(
     statuses: list[str] = []
 
     def send(node: int) -> None:
-        statuses.extend(ingest(pipeline, node_batch(node, seq)) for seq in range(seqs))
+        statuses.extend(ingest(core, node_batch(node, seq)) for seq in range(seqs))
 
     threads = [threading.Thread(target=send, args=(n % nodes,)) for n in range(2 * nodes)]
     for thread in threads:
@@ -337,12 +362,12 @@ def test_concurrent_ingests_each_batch_once_even_when_sent_twice_at_once(
     for thread in threads:
         thread.join(30.0)
     assert sorted(statuses) == ["accepted"] * nodes * seqs + ["duplicate"] * nodes * seqs
-    assert len(pipeline.ledger.pending_batches()) == nodes * seqs
-    pipeline.tick(flush=True)
-    assert pipeline.ledger.pending_batches() == []
+    assert len(core.ledger.pending_batches()) == nodes * seqs
+    core.applier.tick(flush=True)
+    assert core.ledger.pending_batches() == []
     # each GPU: readings T0 .. T0 + 100 * seqs - 10, drawing WATTS throughout
-    assert energy(pipeline) == pytest.approx(nodes * WATTS * (100 * seqs - 10))
-    counters = pipeline.stats.snapshot()
+    assert energy(core) == pytest.approx(nodes * WATTS * (100 * seqs - 10))
+    counters = core.service.stats.snapshot()
     assert (counters.batches_accepted, counters.batches_duplicate) == (nodes * seqs,) * 2
     assert counters.samples_accepted == nodes * seqs * 10 and counters.late_samples == 0
 
@@ -380,15 +405,13 @@ def mig_batch(seq: int, times: range) -> Batch:
                  sent_at=T0, gpus=(PARENT, *SLICES), samples=tuple(samples))  # fmt: skip
 
 
-def test_a_mig_gpus_energy_goes_to_its_instances_holders_by_activity(pipeline: Pipeline) -> None:
-    ingest(pipeline, mig_batch(1, range(0, 610, 10)))
-    pipeline.tick(flush=True)
+def test_a_mig_gpus_energy_goes_to_its_instances_holders_by_activity(core: CollectorCore) -> None:
+    ingest(core, mig_batch(1, range(0, 610, 10)))
+    core.applier.tick(flush=True)
     total = WATTS * 600
-    by_workload = {
-        ref.key: u.energy_joules for ref, u in pipeline.ledger.usage_totals_by_workload()
-    }
+    by_workload = {ref.key: u.energy_joules for ref, u in core.ledger.usage_totals_by_workload()}
     assert by_workload == pytest.approx({"pod:ml/w0": 0.6 * total, "pod:ml/w1": 0.2 * total})
-    assert energy(pipeline) == pytest.approx(total)  # the GPU's own total is unchanged
+    assert energy(core) == pytest.approx(total)  # the GPU's own total is unchanged
 
 
 def test_a_failed_commit_keeps_what_was_applied_and_the_next_commit_saves_it(
@@ -397,8 +420,8 @@ def test_a_failed_commit_keeps_what_was_applied_and_the_next_commit_saves_it(
     """The ledger refuses one commit (a trigger another connection put there): the samples
     it held are not lost in the running collector; the next commit carries them."""
     db = tmp_path / "ledger.db"
-    pipeline = open_pipeline(db, T0 + 200)
-    ingest(pipeline, batch(1, range(0, 60, 10)))
+    core = open_core(db, T0 + 200)
+    ingest(core, batch(1, range(0, 60, 10)))
     other = sqlite3.connect(db)
     other.execute(
         "CREATE TRIGGER refuse BEFORE INSERT ON cursors "
@@ -406,32 +429,34 @@ def test_a_failed_commit_keeps_what_was_applied_and_the_next_commit_saves_it(
     )
     other.commit()
     with pytest.raises(LedgerError, match="refused by the test"):
-        pipeline.tick()
-    assert energy(pipeline) == 0.0 and len(pipeline.ledger.pending_batches()) == 1
-    ingest(pipeline, batch(2, range(60, 120, 10)))
+        core.applier.tick()
+    assert energy(core) == 0.0 and len(core.ledger.pending_batches()) == 1
+    ingest(core, batch(2, range(60, 120, 10)))
     other.execute("DROP TRIGGER refuse")
     other.commit()
     other.close()
-    pipeline.tick(flush=True)
-    assert energy(pipeline) == WATTS * 110 and pipeline.ledger.pending_batches() == []
-    pipeline.ledger.close()
+    core.applier.tick(flush=True)
+    assert energy(core) == WATTS * 110 and core.ledger.pending_batches() == []
+    core.ledger.close()
 
 
 def test_submitted_bodies_are_checked_on_the_ingest_thread_and_a_refused_one_fails_alone(
-    pipeline: Pipeline,
+    core: CollectorCore,
 ) -> None:
     """What the app hands over is the body as POSTed: decoded, validated and stored off
     the event loop; a malformed or invalid body in the same group gets its own 422."""
     seen: list[tuple[int, str]] = []
-    pipeline.on_accepted(lambda b: seen.append((b.seq, threading.current_thread().name)))
+    core.observers.attach(Seen(seen))
     negative = msgspec.structs.replace(sample(70, 0.5), power_watts=-5.0)
     invalid = msgspec.structs.replace(batch(3, range(60, 70, 10)), samples=(negative,))
     futures = [
-        pipeline.submit(gzip.compress(msgspec.json.encode(batch(1, range(0, 60, 10)))), "gzip", T0),
-        pipeline.submit(b'{"schema_version": 1, "node": ', None, T0),
-        pipeline.submit(msgspec.json.encode(invalid), None, T0),
-        pipeline.submit(msgspec.json.encode(batch(2, range(60, 120, 10))), None, T0),
-        pipeline.submit(msgspec.json.encode(batch(2, range(60, 120, 10))), None, T0),
+        core.service.submit(
+            gzip.compress(msgspec.json.encode(batch(1, range(0, 60, 10)))), "gzip", T0
+        ),
+        core.service.submit(b'{"schema_version": 1, "node": ', None, T0),
+        core.service.submit(msgspec.json.encode(invalid), None, T0),
+        core.service.submit(msgspec.json.encode(batch(2, range(60, 120, 10))), None, T0),
+        core.service.submit(msgspec.json.encode(batch(2, range(60, 120, 10))), None, T0),
     ]
     assert futures[0].result(10).status == "accepted"
     refused = ((futures[1], None, 0), (futures[2], "$.samples[0].power_watts", 1))
@@ -441,6 +466,35 @@ def test_submitted_bodies_are_checked_on_the_ingest_thread_and_a_refused_one_fai
         assert (err.field, err.samples) == (field, samples)
     assert [f.result(10).status for f in futures[3:]] == ["accepted", "duplicate"]
     assert seen == [(1, "gpufleet-ingest"), (2, "gpufleet-ingest")]  # not the duplicate
-    pipeline.tick(flush=True)
-    assert energy(pipeline) == WATTS * 110
-    pipeline.close()
+    core.applier.tick(flush=True)
+    assert energy(core) == WATTS * 110
+    core.close()
+
+
+class Failing:
+    """An observer that fails on everything it is told."""
+
+    def batches_stored(self, stored: Sequence[StoredBatch]) -> None:
+        raise RuntimeError("observer down")
+
+    def write_committed(self, write: LedgerWrite) -> None:
+        raise RuntimeError("observer down")
+
+
+def test_a_failing_observer_fails_neither_the_ack_nor_the_commit_nor_the_others(
+    core: CollectorCore, caplog: pytest.LogCaptureFixture
+) -> None:
+    seen: list[tuple[int, str]] = []
+    core.observers.attach(Failing())
+    core.observers.attach(Seen(seen))
+    assert ingest(core, batch(1, range(0, 60, 10))) == "accepted"
+    core.applier.tick(flush=True)
+    assert [seq for seq, _ in seen] == [1]  # the one after the failing one was told
+    assert energy(core) == WATTS * 50 and core.ledger.pending_batches() == []
+    failures = [
+        r.getMessage() for r in caplog.records if "observer Failing failed" in r.getMessage()
+    ]
+    assert failures == [
+        "observer Failing failed on stored batches",
+        "observer Failing failed on a commit",
+    ]

@@ -1,0 +1,114 @@
+"""The prices and carbon rates in force: one object that accounting, reports and
+recommendations share.
+
+A GPU's price per hour comes from the price book (per model, with node overrides); a
+node's grid intensity from its region (its ``region`` label, else ``carbon.node_regions``,
+else the default region) in the shipped yearly table, or from the hourly feed for the
+default region when one is configured.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable, Mapping
+
+from agent.model import GpuInfo
+from collector.analysis.carbon import CarbonContext, HourlyFeed, IntensityTable, UnknownRegionError
+from collector.analysis.cost import PriceBook, canonical_model
+from collector.config import CarbonSettings
+
+log = logging.getLogger(__name__)
+
+
+class Rates:
+    """Prices per GPU-hour and grid intensity per region and time; thread-safe."""
+
+    def __init__(
+        self,
+        prices: PriceBook,
+        intensity: IntensityTable,
+        carbon: CarbonSettings,
+        feed: HourlyFeed | None = None,
+    ) -> None:
+        self.prices = prices
+        self.intensity = intensity
+        self.carbon = carbon
+        self.feed = feed
+        self._lock = threading.Lock()
+        self._warned: set[str] = set()
+        #: region -> gCO2e/kWh from the yearly table (it does not vary with time)
+        self._table_intensity: dict[str, float] = {}
+
+    @property
+    def currency(self) -> str:
+        return self.prices.currency
+
+    @property
+    def pue(self) -> float:
+        return self.carbon.pue
+
+    def model_of(self, info: GpuInfo) -> str:
+        """The price book's model key for a GPU (``NVIDIA H100 80GB HBM3`` -> ``H100``)."""
+        return canonical_model(info.name)
+
+    def price_per_gpu_hour(self, model: str, node: str) -> float:
+        return self.prices.price_per_gpu_hour(model, node)
+
+    def region_of(self, node: str, node_labels: Mapping[str, str]) -> str:
+        return node_labels.get("region") or self.carbon.node_regions.get(node) or self.carbon.region
+
+    def varies_hourly(self, region: str) -> bool:
+        """Whether ``region``'s intensity can change within an hour (the hourly feed)."""
+        return self.feed is not None and region == self.carbon.region
+
+    def intensity_at(self, region: str, ts: float) -> float:
+        """gCO2e/kWh (before PUE) for ``region`` at ``ts``; an unknown region falls back to
+        the default region (logged once), never fails accounting."""
+        if self.feed is not None and region == self.carbon.region:
+            return self.feed.intensity_g_per_kwh(ts)
+        cached = self._table_intensity.get(region)
+        if cached is None:
+            cached = self._table_value(region, ts)
+            with self._lock:
+                self._table_intensity[region] = cached
+        return cached
+
+    def regions_of(
+        self, nodes: Iterable[str], node_labels: Mapping[str, Mapping[str, str]]
+    ) -> dict[str, str]:
+        """Node -> the region it is in (``node_labels``: each node's latest labels)."""
+        return {node: self.region_of(node, node_labels.get(node, {})) for node in nodes}
+
+    def node_intensities(
+        self, nodes: Iterable[str], node_labels: Mapping[str, Mapping[str, str]], now: float
+    ) -> dict[str, float]:
+        """Node -> grid intensity at ``now`` of the region it is in."""
+        regions = self.regions_of(nodes, node_labels)
+        return {node: self.intensity_at(region, now) for node, region in regions.items()}
+
+    def region_intensities(
+        self, nodes: Iterable[str], node_labels: Mapping[str, Mapping[str, str]], now: float
+    ) -> dict[str, float]:
+        """Region -> grid intensity at ``now``, for each region ``nodes`` are in."""
+        regions = sorted(set(self.regions_of(nodes, node_labels).values()))
+        return {region: self.intensity_at(region, now) for region in regions}
+
+    def carbon_context(
+        self, node_labels: Mapping[str, Mapping[str, str]], now: float
+    ) -> CarbonContext:
+        """PUE and intensities at ``now``: the default region's and each known node's."""
+        default = self.intensity_at(self.carbon.region, now)
+        per_node = self.node_intensities(node_labels, node_labels, now)
+        return CarbonContext(self.pue, default, per_node)
+
+    def _table_value(self, region: str, ts: float) -> float:
+        try:
+            return self.intensity.intensity_g_per_kwh(region, ts)
+        except UnknownRegionError as err:
+            with self._lock:
+                first = region not in self._warned
+                self._warned.add(region)
+            if first:
+                log.warning("%s; using region %r", err, self.carbon.region)
+            return self.intensity.intensity_g_per_kwh(self.carbon.region, ts)

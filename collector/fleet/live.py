@@ -1,0 +1,184 @@
+"""The live fleet: every tracked GPU, each node's labels, and which stored batches still
+have samples waiting to be applied.
+
+Ingest writes here (``buffer``) and nothing here calls back: the applier takes what is
+ready (``apply_ready``) and commits it; readers take views (``views``). One lock guards
+it all; ``lock`` is held by the applier across applying and accounting, so a GPU's
+identity cannot change under the accountant.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import threading
+from collections.abc import Callable, Iterator
+
+from agent.model import Batch, GpuInfo, GpuSample
+from collector.fleet.rules import FleetRules
+from collector.fleet.state import Applied, TrackedGpu, mig_shares
+from collector.records import GpuView, IdleEpisode
+
+
+class LiveFleet:
+    """The per-GPU state of every node. ``model_of`` names a GPU's model for pricing;
+    ``count_late(samples)`` is told of samples that came too late to apply."""
+
+    def __init__(
+        self,
+        rules: FleetRules,
+        model_of: Callable[[GpuInfo], str],
+        count_late: Callable[[int], None],
+    ) -> None:
+        self.rules = rules
+        self.lock = threading.RLock()
+        self._model_of = model_of
+        self._count_late = count_late
+        self._gpus: dict[str, TrackedGpu] = {}
+        self._node_labels: dict[str, dict[str, str]] = {}
+        #: pending batch id -> how many of its GPUs still have samples to apply
+        self._pending: dict[int, int] = {}
+        #: gpu uuid -> heap of (newest sample timestamp in a pending batch, batch id)
+        self._waiting: dict[str, list[tuple[float, int]]] = {}
+        #: pending batches now fully applied, not yet committed as done
+        self._done: list[int] = []
+
+    # -- ingest's side --------------------------------------------------------------------
+
+    def buffer(self, batch_id: int, batch: Batch, replay: bool = False) -> int:
+        """Buffer a stored batch's samples; returns how many were taken. Those too late
+        are counted, except on ``replay`` after a restart (a pending batch's samples
+        applied before the crash)."""
+        with self.lock:
+            self._node_labels[batch.node] = dict(batch.node_labels)
+            for info in batch.gpus:
+                self.track(info, batch.node)
+            by_gpu: dict[str, list[GpuSample]] = {}
+            for sample in batch.samples:
+                group = by_gpu.get(sample.gpu_uuid)
+                if group is None:
+                    by_gpu[sample.gpu_uuid] = [sample]
+                else:
+                    group.append(sample)
+            accepted = gpus = 0
+            for uuid, samples in by_gpu.items():
+                gpu = self._gpus.get(uuid)
+                queued, newest = gpu.buffer_all(samples, self.rules) if gpu else (0, 0.0)
+                if queued:
+                    accepted += queued
+                    gpus += 1
+                    heapq.heappush(self._waiting.setdefault(uuid, []), (newest, batch_id))
+            if accepted < len(batch.samples) and not replay:
+                self._count_late(len(batch.samples) - accepted)
+            if gpus:
+                self._pending[batch_id] = gpus
+            else:
+                self._done.append(batch_id)
+            return accepted
+
+    def track(self, info: GpuInfo, node: str) -> TrackedGpu:
+        """The GPU's state, created or updated to ``info`` on ``node``."""
+        with self.lock:
+            gpu = self._gpus.get(info.uuid)
+            if gpu is None or gpu.info != info or gpu.node != node:
+                model = self._model_of(info)
+                if gpu is None:
+                    gpu = TrackedGpu(info=info, node=node, model=model)
+                    self._gpus[info.uuid] = gpu
+                else:  # a GPU moved or its identity changed (driver update): keep history
+                    gpu.info, gpu.node, gpu.model = info, node, model
+            return gpu
+
+    # -- the applier's side (with ``lock`` held) ------------------------------------------
+
+    def apply_ready(self, flush: bool, now: float) -> Iterator[tuple[TrackedGpu, Applied]]:
+        """Each GPU's readings past the reorder window (all on ``flush``), applied: MIG
+        parents after their instances, whose holders get the parent's energy. Yields only
+        GPUs that applied samples; the caller holds ``lock`` while it iterates."""
+        mig_parents = []
+        for gpu in self._gpus.values():
+            if gpu.info.mig_enabled:
+                mig_parents.append(gpu)
+            elif gpu.buffered and (result := self._apply(gpu, flush, now)) is not None:
+                yield gpu, result
+        for gpu in mig_parents:
+            if gpu.buffered and (result := self._apply(gpu, flush, now)) is not None:
+                yield gpu, result
+
+    def _apply(self, gpu: TrackedGpu, flush: bool, now: float) -> Applied | None:
+        result = gpu.apply_ready(self.rules, flush=flush, now=now)
+        if gpu.info.mig_enabled and (shares := mig_shares(gpu, self._gpus.values())):
+            for interval in result.intervals:
+                interval.shares = shares
+        if result.late:
+            self._count_late(result.late)
+        if result.samples or result.late:
+            self._release(gpu)
+        return result if result.samples else None
+
+    def _release(self, gpu: TrackedGpu) -> None:
+        """Count ``gpu`` done with every pending batch whose samples it has applied."""
+        waiting = self._waiting.get(gpu.info.uuid)
+        until = gpu.applied_until
+        while waiting and waiting[0][0] <= until:
+            _, batch_id = heapq.heappop(waiting)
+            left = self._pending[batch_id] - 1
+            if left:
+                self._pending[batch_id] = left
+            else:
+                del self._pending[batch_id]
+                self._done.append(batch_id)
+
+    def done_batches(self) -> list[int]:
+        """Pending batches now fully applied (``forget_done`` once committed)."""
+        return list(self._done)
+
+    def forget_done(self, count: int) -> None:
+        """The first ``count`` done batches are committed."""
+        del self._done[:count]
+
+    def gpu(self, uuid: str) -> TrackedGpu:
+        return self._gpus[uuid]
+
+    def labels_of(self, node: str) -> dict[str, str]:
+        return self._node_labels.get(node, {})
+
+    # -- readers --------------------------------------------------------------------------
+
+    def views(self, now: float) -> list[GpuView]:
+        """Every GPU and MIG instance with its state at ``now``, by node and index."""
+        with self.lock:
+            views = [gpu.view(now, self.rules) for gpu in self._gpus.values()]
+        return sorted(views, key=lambda v: (v.node, v.index, v.uuid))
+
+    def node_labels(self) -> dict[str, dict[str, str]]:
+        """Each node's labels from its latest batch (``region`` places it on the grid)."""
+        with self.lock:
+            return {node: dict(labels) for node, labels in self._node_labels.items()}
+
+    def buffered_samples(self) -> int:
+        with self.lock:
+            return sum(gpu.buffered for gpu in self._gpus.values())
+
+    def lag_seconds(self) -> float:
+        """How far the newest received sample is ahead of the last applied one, at most."""
+        with self.lock:
+            return max(
+                (
+                    g.newest.timestamp - g.applied_until
+                    for g in self._gpus.values()
+                    if g.newest is not None and g.last is not None
+                ),
+                default=0.0,
+            )
+
+    def open_episodes(self) -> list[IdleEpisode]:
+        """Ongoing idle episodes, each up to its GPU's last applied sample, once it is as
+        long as a closed one must be (``min_episode_seconds``)."""
+        shortest = self.rules.min_episode_seconds
+        with self.lock:
+            return [
+                dataclasses.replace(e, end=g.applied_until)
+                for g in self._gpus.values()
+                if (e := g.open_episode()) and g.applied_until - e.start >= shortest
+            ]

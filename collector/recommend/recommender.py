@@ -1,0 +1,70 @@
+"""The recommender: on its own schedule, what the fleet should change now, reconciled with
+what the ledger holds.
+
+It reads the live fleet, the ledger's profiles and usage, and the rates in force; it
+writes only recommendations. Evaluation runs at most every
+``analysis.evaluation_interval_seconds`` of event time (``evaluate_if_due``), or when
+asked (``evaluate``: a demo's last step, tests).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from collector.accounting.rates import Rates
+from collector.config import AnalysisSettings
+from collector.fleet.live import LiveFleet
+from collector.ledger.store import Ledger
+from collector.recommend.lifecycle import evaluate, reconcile
+from collector.recommend.rules import RecommendPolicy
+from collector.records import Recommendation
+
+
+class Recommender:
+    def __init__(
+        self,
+        fleet: LiveFleet,
+        ledger: Ledger,
+        rates: Rates,
+        analysis: AnalysisSettings,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.fleet = fleet
+        self.ledger = ledger
+        self.rates = rates
+        self.analysis = analysis
+        self.clock = clock
+        self.policy = RecommendPolicy.default()
+        self._evaluated_at: float | None = None
+
+    def evaluate_if_due(self, now: float | None = None) -> list[Recommendation]:
+        """Re-evaluate when an evaluation interval has passed (event time); the changes."""
+        at = self.clock() if now is None else now
+        interval = self.analysis.evaluation_interval_seconds
+        if self._evaluated_at is not None and at - self._evaluated_at < interval:
+            return []
+        return self.evaluate(at)
+
+    def evaluate(self, now: float) -> list[Recommendation]:
+        """Compute the desired recommendations, reconcile with the stored ones, store the
+        changes; returns them."""
+        analysis, ledger = self.analysis, self.ledger
+        lookback = now - analysis.pricing_lookback_seconds
+        desired = evaluate(
+            self.fleet.views(now),
+            ledger.workload_profiles(now),
+            ledger.model_usage(lookback, now),
+            self.rates.prices,
+            self.rates.carbon_context(self.fleet.node_labels(), now),
+            analysis,
+            now,
+            self.policy,
+        )
+        changed = reconcile(
+            ledger.recommendations(None), desired, now, analysis.resolve_after_seconds
+        )
+        if changed:
+            ledger.upsert_recommendations(changed)
+        self._evaluated_at = now
+        return changed
