@@ -15,8 +15,9 @@ import threading
 from collections.abc import Callable, Iterator
 
 from agent.model import Batch, GpuInfo, GpuSample
+from collector.fleet.mig import mig_shares
 from collector.fleet.rules import FleetRules
-from collector.fleet.state import Applied, TrackedGpu, mig_shares
+from collector.fleet.state import Applied, TrackedGpu
 from collector.records import GpuView, IdleEpisode
 
 

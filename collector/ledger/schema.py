@@ -195,3 +195,27 @@ def configure(conn: sqlite3.Connection, *, synchronous: str) -> None:
     conn.execute(f"PRAGMA synchronous = {synchronous}")
     conn.execute("PRAGMA foreign_keys = ON")
     conn.execute("PRAGMA cache_size = -65536")  # 64 MiB: the hot hourly rows stay cached
+
+
+def sqlite_path(url: str) -> str:
+    """The SQLite file for a ledger URL: a path, ``sqlite:///path`` or ``:memory:``."""
+    if url.startswith(("postgresql://", "postgres://")):
+        raise LedgerError("ledger.url: the PostgreSQL ledger is not implemented yet; use a path")
+    if url.startswith("sqlite://"):
+        path = url.removeprefix("sqlite://").removeprefix("/")
+        return path or ":memory:"
+    if "://" in url:
+        raise LedgerError(f"ledger.url: unsupported scheme in {url.split('://')[0]!r}")
+    if not url:
+        raise LedgerError("ledger.url: empty")
+    return url
+
+
+def connect(path: str, synchronous: str) -> sqlite3.Connection:
+    """A connection to the SQLite file at ``path``, configured (``configure``)."""
+    try:
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        configure(conn, synchronous=synchronous)
+    except sqlite3.Error as err:
+        raise LedgerError(f"ledger: cannot open {path!r}: {err}") from err
+    return conn

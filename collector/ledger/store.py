@@ -34,7 +34,7 @@ from collector.ledger.records import (
     LedgerWrite,
     WorkloadStatsDelta,
 )
-from collector.ledger.schema import configure, migrate
+from collector.ledger.schema import connect, migrate, sqlite_path
 from collector.ledger.writes import (
     ACK_RETENTION_SECONDS,
     apply_write,
@@ -63,29 +63,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-
-
-def sqlite_path(url: str) -> str:
-    """The SQLite file for a ledger URL: a path, ``sqlite:///path`` or ``:memory:``."""
-    if url.startswith(("postgresql://", "postgres://")):
-        raise LedgerError("ledger.url: the PostgreSQL ledger is not implemented yet; use a path")
-    if url.startswith("sqlite://"):
-        path = url.removeprefix("sqlite://").removeprefix("/")
-        return path or ":memory:"
-    if "://" in url:
-        raise LedgerError(f"ledger.url: unsupported scheme in {url.split('://')[0]!r}")
-    if not url:
-        raise LedgerError("ledger.url: empty")
-    return url
-
-
-def _connect(path: str, synchronous: str) -> sqlite3.Connection:
-    try:
-        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        configure(conn, synchronous=synchronous)
-    except sqlite3.Error as err:
-        raise LedgerError(f"ledger: cannot open {path!r}: {err}") from err
-    return conn
 
 
 class Ledger:
@@ -118,10 +95,10 @@ class Ledger:
         ``kill -9`` but a power loss may drop the last commits); see ledger_schema.configure.
         """
         path = sqlite_path(url)
-        writer = _connect(path, synchronous)
+        writer = connect(path, synchronous)
         try:
             migrate(writer)
-            reader = writer if path == ":memory:" else _connect(path, synchronous)
+            reader = writer if path == ":memory:" else connect(path, synchronous)
         except (LedgerError, sqlite3.Error) as err:
             writer.close()
             raise LedgerError(str(err)) from err
