@@ -32,8 +32,10 @@ def workload_reports(
     # an open episode that began after the range is not in it; one the ledger already
     # holds as closed (a tick committed it after the caller took the open ones) counts once
     done = {(e.gpu_uuid, e.start) for e in closed}
-    episodes = [*closed, *(e for e in open_episodes
-                           if e.start < end and (e.gpu_uuid, e.start) not in done)]  # fmt: skip
+    episodes = [
+        *closed,
+        *(e for e in open_episodes if e.start < end and (e.gpu_uuid, e.start) not in done),
+    ]
     count: dict[str, int] = {}
     longest: dict[str, float] = {}
     for episode in episodes:
@@ -125,10 +127,17 @@ def energy_totals(ledger_totals: LedgerTotals) -> list[EnergyTotal]:
     unallocated energy as ""."""
     seen = ledger_totals.last_seen
     totals = [
-        EnergyTotal(ref.namespace, ref.key, ref.team, u.energy_joules, u.carbon_grams,
-                    u.estimated_energy_joules, seen.get(ref.key, math.inf))
+        EnergyTotal(
+            ref.namespace,
+            ref.key,
+            ref.team,
+            u.energy_joules,
+            u.carbon_grams,
+            u.estimated_energy_joules,
+            seen.get(ref.key, math.inf),
+        )
         for ref, u in ledger_totals.by_workload
-    ]  # fmt: skip
+    ]
     fleet = Usage()
     for _, usage in ledger_totals.by_gpu:
         fleet.add(usage)
@@ -139,11 +148,14 @@ def energy_totals(ledger_totals: LedgerTotals) -> list[EnergyTotal]:
         allocated.estimated_energy_joules += total.estimated_energy_joules
     totals.append(
         EnergyTotal(
-            "", "", "", max(0.0, fleet.energy_joules - allocated.energy_joules),
+            "",
+            "",
+            "",
+            max(0.0, fleet.energy_joules - allocated.energy_joules),
             max(0.0, fleet.carbon_grams - allocated.carbon_grams),
             max(0.0, fleet.estimated_energy_joules - allocated.estimated_energy_joules),
         )
-    )  # fmt: skip
+    )
     return totals
 
 

@@ -23,6 +23,7 @@ from collector.analysis.idle import classify_activity
 from collector.fleet.idle_run import IdleRun
 from collector.fleet.readings import Holders, Reading
 from collector.fleet.rules import FleetRules
+from collector.fleet.view import view_of
 from collector.records import (
     IDLE,
     UNKNOWN,
@@ -183,11 +184,21 @@ class TrackedGpu:
             gap_ok = prev is not None and ts - prev.timestamp <= stale
             if prev is not None:
                 joules, estimated = interval_energy(prev, reading)
-                intervals.append(Interval(  # positional: this runs once per sample
-                    uuid, node, model, prev.timestamp, ts,
-                    prev_activity if gap_ok else UNKNOWN, joules, estimated,
-                    prev.holders.shares, prev.memory_used_bytes, prev.sm_activity,
-                ))  # fmt: skip
+                intervals.append(
+                    Interval(  # positional: this runs once per sample
+                        uuid,
+                        node,
+                        model,
+                        prev.timestamp,
+                        ts,
+                        prev_activity if gap_ok else UNKNOWN,
+                        joules,
+                        estimated,
+                        prev.holders.shares,
+                        prev.memory_used_bytes,
+                        prev.sm_activity,
+                    )
+                )
             if self.episode_start is not None or activity is IDLE:
                 self._follow_episode(reading, activity, prev, gap_ok, out, shortest)
             prev, prev_activity = reading, activity
@@ -197,9 +208,14 @@ class TrackedGpu:
             self._last_activity = (self.dram_seen, threshold, prev_activity)
 
     def _follow_episode(
-        self, reading: Reading, activity: Activity, prev: Reading | None, gap_ok: bool,
-        out: Applied, shortest: float = 0.0,
-    ) -> None:  # fmt: skip
+        self,
+        reading: Reading,
+        activity: Activity,
+        prev: Reading | None,
+        gap_ok: bool,
+        out: Applied,
+        shortest: float = 0.0,
+    ) -> None:
         """Close the open idle episode where ``reading`` ends it; open one where it is idle.
 
         A closed episode shorter than ``shortest`` is not reported: a GPU serving bursty
@@ -249,7 +265,7 @@ class TrackedGpu:
         """The GPU's state now, from the newest reading received."""
         reading = self.newest
         if reading is None:
-            return self._view(GpuState.UNKNOWN, None, None)
+            return view_of(self.info, self.node, self.model, GpuState.UNKNOWN, None, None)
         state = GpuState.UNKNOWN
         if now - reading.timestamp <= rules.stale_after_seconds:
             activity = self._classify(reading, rules.idle_threshold)
@@ -258,7 +274,7 @@ class TrackedGpu:
             elif activity is Activity.IDLE:
                 state = GpuState.ALLOCATED_IDLE if reading.holders.refs else GpuState.UNALLOCATED
         idle_since = self._idle_since(reading, rules) if state in _IDLE_STATES else None
-        return self._view(state, reading, idle_since)
+        return view_of(self.info, self.node, self.model, state, reading, idle_since)
 
     def _idle_since(self, newest: Reading, rules: FleetRules) -> float | None:
         """When the idle run ending at ``newest`` (idle) began, counting buffered readings:
@@ -285,28 +301,6 @@ class TrackedGpu:
 
     def _is_idle(self, reading: Reading, rules: FleetRules) -> bool:
         return self._classify(reading, rules.idle_threshold) is IDLE
-
-    def _view(self, state: GpuState, r: Reading | None, idle_since: float | None) -> GpuView:
-        return GpuView(
-            uuid=self.info.uuid,
-            node=self.node,
-            index=self.info.index,
-            model=self.model,
-            name=self.info.name,
-            state=state,
-            last_seen=r.timestamp if r is not None else None,
-            workloads=r.holders.refs if r is not None else (),
-            idle_since=idle_since,
-            sm_activity=r.sm_activity if r is not None else None,
-            dram_activity=r.dram_activity if r is not None else None,
-            power_watts=r.power_watts if r is not None else None,
-            memory_used_bytes=r.memory_used_bytes if r is not None else None,
-            memory_total_bytes=(r.memory_total_bytes if r is not None else None)
-            or self.info.memory_total_bytes,
-            mig_parent_uuid=self.info.mig_parent_uuid,
-            mig_profile=self.info.mig_profile,
-            healthy=r.healthy if r is not None else True,
-        )
 
 
 _IDLE_STATES = (GpuState.ALLOCATED_IDLE, GpuState.UNALLOCATED)

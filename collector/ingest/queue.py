@@ -98,10 +98,11 @@ class IngestQueue:
             outcomes.append(_NOT_STORED)
             valid.append((i, batch))
         records = [
-            BatchRecord(b.node, b.agent_boot_id, b.seq, group[i].received_at, group[i].body,
-                        len(b.samples))
+            BatchRecord(
+                b.node, b.agent_boot_id, b.seq, group[i].received_at, group[i].body, len(b.samples)
+            )
             for i, b in valid
-        ]  # fmt: skip
+        ]
         try:
             batch_ids = self.ledger.record_batches(records)
         except Exception as err:  # nothing of this group was acknowledged
@@ -120,8 +121,9 @@ class IngestQueue:
         self, batch: Batch, batch_id: int | None, item: Incoming
     ) -> BatchAck | BaseException:
         """Buffer a batch the ledger has stored (``batch_id`` None: a duplicate); its ack."""
-        ack = BatchAck(status="duplicate", node=batch.node, agent_boot_id=batch.agent_boot_id,
-                       seq=batch.seq)  # fmt: skip
+        ack = BatchAck(
+            status="duplicate", node=batch.node, agent_boot_id=batch.agent_boot_id, seq=batch.seq
+        )
         if batch_id is None:
             self.stats.count_batch("duplicate")
             return ack

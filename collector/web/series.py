@@ -7,8 +7,8 @@ power, peak memory used. A value no sample in the bucket reported stays None (ne
 
 Memory per GPU is fixed: a ring of retention / resolution slots (360 by default) held in
 typed arrays, sums and counts rather than values (80 bytes a slot, ~29 KB a GPU), so it
-does not grow with the samples and adds no Python object per sample or bucket. (Keeping
-every value, as this once did, held ~2.3 MB per GPU at 1 Hz over the 6 h.)
+does not grow with the samples and adds no Python object per sample or bucket: keeping
+every value at 1 Hz over 6 h would hold ~2.3 MB per GPU.
 """
 
 from __future__ import annotations
@@ -45,8 +45,19 @@ class _Ring:
     """One GPU's buckets: slot ``index % size`` holds bucket ``index`` (``index`` =
     floor(time / resolution)); a slot's ``index`` says which bucket it holds now."""
 
-    __slots__ = ("dram", "dram_n", "index", "memory", "memory_total", "newest", "power",
-                 "power_n", "samples", "sm", "sm_n")  # fmt: skip
+    __slots__ = (
+        "dram",
+        "dram_n",
+        "index",
+        "memory",
+        "memory_total",
+        "newest",
+        "power",
+        "power_n",
+        "samples",
+        "sm",
+        "sm_n",
+    )
 
     def __init__(self, size: int) -> None:
         self.newest = -(2**62)  # the newest bucket index seen

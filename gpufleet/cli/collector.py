@@ -92,9 +92,13 @@ class Collector:
             jobs.append((self.alert, check_every_seconds, "alerting"))
         for func, seconds, name in jobs:
             self.scheduler.add_job(
-                _logged(func, name), "interval", seconds=seconds, id=name,
-                max_instances=1, coalesce=True,
-            )  # fmt: skip
+                _logged(func, name),
+                "interval",
+                seconds=seconds,
+                id=name,
+                max_instances=1,
+                coalesce=True,
+            )
         self.scheduler.start()
 
     def alert(self) -> None:
@@ -161,13 +165,20 @@ def build_collector(
     alerting = build_alerting(settings, ledger, clock, tokens)
     live_rates = LiveRates(core.fleet.views, rates, core.fleet.node_labels)
     app = create_app(
-        core.service, settings, tokens, clock,
-        extra_routes=[*console_routes(console, settings, tokens, clock),
-                      *(alerting.routes if alerting is not None else [])],
-        collectors=[RatesExporter(live_rates, clock),
-                    *([InfluxSinkMetrics(influx)] if influx is not None else []),
-                    *([alerting.exporter] if alerting is not None and alerting.exporter else [])],
-    )  # fmt: skip
+        core.service,
+        settings,
+        tokens,
+        clock,
+        extra_routes=[
+            *console_routes(console, settings, tokens, clock),
+            *(alerting.routes if alerting is not None else []),
+        ],
+        collectors=[
+            RatesExporter(live_rates, clock),
+            *([InfluxSinkMetrics(influx)] if influx is not None else []),
+            *([alerting.exporter] if alerting is not None and alerting.exporter else []),
+        ],
+    )
     if influx is not None:
         influx.start()
     scheduler = BackgroundScheduler()

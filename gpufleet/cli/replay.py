@@ -30,8 +30,9 @@ BATCH_SAMPLES = 2000
 
 
 def add_parser(commands: Any) -> None:
-    p = commands.add_parser("replay", help="run a recorded trace through the pipeline",
-                            description=__doc__)  # fmt: skip
+    p = commands.add_parser(
+        "replay", help="run a recorded trace through the pipeline", description=__doc__
+    )
     p.add_argument("trace", type=Path, help="trace: CSV, JSONL, .tar.gz or a directory")
     p.add_argument("--format", choices=["table", "json"], default="table")
     p.add_argument("--idle-threshold", type=float, default=0.01, help="0..1 (default 0.01)")
@@ -132,9 +133,14 @@ def _chunks(samples: Iterator[GpuSample], size: int) -> Iterator[list[GpuSample]
 
 def _batch(node: str, gpus: list[GpuInfo], samples: list[GpuSample], seq: int, at: float) -> Batch:
     return Batch(
-        schema_version=SCHEMA_VERSION, node=node, agent_boot_id="replay", seq=seq, sent_at=at,
-        gpus=tuple(gpus), samples=tuple(samples),
-    )  # fmt: skip
+        schema_version=SCHEMA_VERSION,
+        node=node,
+        agent_boot_id="replay",
+        seq=seq,
+        sent_at=at,
+        gpus=tuple(gpus),
+        samples=tuple(samples),
+    )
 
 
 def print_table(figures: list[WorkloadFigures], source: ReplaySource) -> None:
@@ -143,8 +149,11 @@ def print_table(figures: list[WorkloadFigures], source: ReplaySource) -> None:
         table.add_column(column, justify="left" if column == "workload" else "right")
     for f in figures:
         table.add_row(
-            f.workload, str(f.samples), f"{f.zero_fraction:.1%}",
-            f"{f.longest_idle_episode_seconds / 60:.0f} min", f"{f.idle_gpu_seconds / 3600:.2f}",
+            f.workload,
+            str(f.samples),
+            f"{f.zero_fraction:.1%}",
+            f"{f.longest_idle_episode_seconds / 60:.0f} min",
+            f"{f.idle_gpu_seconds / 3600:.2f}",
             f"{f.unknown_gpu_seconds / 3600:.2f}",
-        )  # fmt: skip
+        )
     Console().print(table)

@@ -1,0 +1,39 @@
+"""A tracked GPU as readers see it: the ``GpuView`` of its newest reading and state."""
+
+from __future__ import annotations
+
+from agent.model import GpuInfo
+from collector.fleet.readings import Reading
+from collector.records import GpuState, GpuView
+
+
+def view_of(
+    info: GpuInfo,
+    node: str,
+    model: str,
+    state: GpuState,
+    r: Reading | None,
+    idle_since: float | None,
+) -> GpuView:
+    """The view of a GPU in ``state`` whose newest reading is ``r`` (None: never read);
+    memory total falls back to the GPU's identity when the reading lacks it."""
+    return GpuView(
+        uuid=info.uuid,
+        node=node,
+        index=info.index,
+        model=model,
+        name=info.name,
+        state=state,
+        last_seen=r.timestamp if r is not None else None,
+        workloads=r.holders.refs if r is not None else (),
+        idle_since=idle_since,
+        sm_activity=r.sm_activity if r is not None else None,
+        dram_activity=r.dram_activity if r is not None else None,
+        power_watts=r.power_watts if r is not None else None,
+        memory_used_bytes=r.memory_used_bytes if r is not None else None,
+        memory_total_bytes=(r.memory_total_bytes if r is not None else None)
+        or info.memory_total_bytes,
+        mig_parent_uuid=info.mig_parent_uuid,
+        mig_profile=info.mig_profile,
+        healthy=r.healthy if r is not None else True,
+    )
