@@ -53,7 +53,7 @@ class IngestSettings:
     #: /metrics) trail the newest samples by up to the reorder window plus this plus one
     #: apply interval. Shorter costs more CPU: each commit rewrites a row per GPU, per
     #: workload and per histogram bucket touched. After kill -9 a restart replays from the
-    #: intake log what the last commit had not covered.
+    #: batch log what the last commit had not covered.
     commit_interval_seconds: float = 60.0
 
     def __post_init__(self) -> None:
@@ -107,7 +107,7 @@ class LedgerSettings:
     url: str = "gpufleet.db"
     #: keep hourly rollups this long; raw pending batches are removed once applied
     retention_days: int = 400
-    #: FULL: every acknowledged batch is fdatasynced to the intake log before the 2xx, and
+    #: FULL: every acknowledged batch is fdatasynced to the batch log before the 2xx, and
     #: SQLite (``PRAGMA synchronous``) fsyncs the WAL on every commit, so an acknowledged
     #: batch survives a power loss. NORMAL syncs neither: it survives kill -9 at about two
     #: thirds of the CPU, but a power loss may drop the last seconds of acknowledged

@@ -4,7 +4,7 @@ An agent sends its seqs in order, so a boot's acks are one range that grows by o
 batch; a seq never sent (a batch the agent dropped) leaves a gap, and one arriving late fills
 it, merging the ranges on either side. The book lives in memory, so checking and adding an
 ack costs no SQL; the streams it changed are written to the ledger's ``ack_ranges`` table
-with the next commit (``take_dirty``). Until then the acks are durable in the intake log,
+with the next commit (``take_dirty``). Until then the acks are durable in the batch log,
 which holds each acknowledged batch until its samples are applied and committed.
 """
 

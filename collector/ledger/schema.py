@@ -135,7 +135,7 @@ INSERT INTO ack_ranges
 DROP TABLE acks;
 """
 
-#: acknowledged batches live in the intake log (collector/ledger/batch_log.py) until applied; this
+#: acknowledged batches live in the batch log (collector/ledger/batch_log.py) until applied; this
 #: names those applied, in the commit that applied them. ``pending_batches`` is only read
 #: once, to move a schema-3 ledger's rows into the log (collector/ledger/accepted.py).
 _V4 = """

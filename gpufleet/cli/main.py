@@ -42,7 +42,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as err:
         print(f"gpufleet {args.command}: configuration error: {err}", file=sys.stderr)
         return 2
-    except LedgerError as err:  # e.g. another collector holds the ledger's intake log
+    except LedgerError as err:  # e.g. another collector holds the ledger's batch log
         print(f"gpufleet {args.command}: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
