@@ -29,6 +29,21 @@ class WorkloadKind(enum.StrEnum):
     MANUAL = "manual"
 
 
+def primary_rank(kind: str, key: str) -> tuple[int, str]:
+    """Sort key of a GPU's holders, primary first: the one whose labels its series carry
+    (on the agent's and the collector's /metrics alike) is a Kubernetes pod, then a Slurm
+    job, then a manual label, then a bare process; ties broken by workload key."""
+    return (_PRIMARY_ORDER.get(kind, len(_PRIMARY_ORDER)), key)
+
+
+_PRIMARY_ORDER: dict[str, int] = {
+    WorkloadKind.KUBERNETES_POD: 0,
+    WorkloadKind.SLURM_JOB: 1,
+    WorkloadKind.MANUAL: 2,
+    WorkloadKind.PROCESS: 3,
+}
+
+
 #: ``Workload.labels`` keys of a Slurm job, as the agent sends them (OpenTelemetry-style
 #: ``slurm_*`` names, like the ``slurm_job_id`` metric label); the collector reads these
 SLURM_STEP_LABEL = "slurm_step"

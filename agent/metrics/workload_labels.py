@@ -9,20 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from agent.model import Workload, WorkloadKind
-
-#: which workload's labels a shared GPU's series carry: pods first, then Slurm jobs, ...
-_KIND_RANK = {
-    WorkloadKind.KUBERNETES_POD: 0,
-    WorkloadKind.SLURM_JOB: 1,
-    WorkloadKind.MANUAL: 2,
-    WorkloadKind.PROCESS: 3,
-}
+from agent.model import Workload, WorkloadKind, primary_rank
 
 
 def sorted_workloads(workloads: Iterable[Workload]) -> list[Workload]:
     """Workloads in a stable order, primary first (pod, Slurm job, manual, process; by key)."""
-    return sorted(workloads, key=lambda w: (_KIND_RANK.get(w.kind, 9), w.key))
+    return sorted(workloads, key=lambda w: primary_rank(w.kind, w.key))
 
 
 def primary_workload(workloads: Iterable[Workload]) -> Workload | None:

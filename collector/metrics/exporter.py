@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from agent.model import primary_rank
 from collector.backend import (
     CollectorBackend,
     FleetRates,
@@ -41,7 +42,6 @@ log = logging.getLogger(__name__)
 
 #: a workload's counters leave /metrics this long after it last held a GPU
 WORKLOAD_SERIES_TTL_SECONDS = 3600.0
-_KIND_RANK = {"kubernetes_pod": 0, "slurm_job": 1, "manual": 2, "process": 3}
 
 Labels = tuple[str, ...]
 
@@ -174,7 +174,7 @@ def primary_workload(workloads: Sequence[WorkloadRef]) -> WorkloadRef | None:
     label, a bare process (the agent's rule); ties broken by key."""
     if not workloads:
         return None
-    return min(workloads, key=lambda w: (_KIND_RANK.get(w.kind, len(_KIND_RANK)), w.key))
+    return min(workloads, key=lambda w: primary_rank(w.kind, w.key))
 
 
 def totals_families(totals: FleetTotals, now: float) -> list[Metric]:
