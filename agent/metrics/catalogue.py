@@ -17,8 +17,7 @@ The families a scrape fills from these rows are agent/metrics/families.py's.
 
 from __future__ import annotations
 
-from gpufleet.metric_spec import MetricSpec as MetricSpec
-from gpufleet.metric_spec import MetricType
+from gpufleet.metric_spec import MetricSpec, MetricType
 
 #: who the GPU is (index as a string, GPU or MIG UUID, model name, MIG profile and parent)
 GPU_IDENTITY_LABELS: tuple[str, ...] = (

@@ -27,7 +27,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from agent import __version__
-from agent.metrics.catalogue import AGENT_METRICS, GPU_METRICS, MetricSpec
+from agent.metrics.catalogue import AGENT_METRICS, GPU_METRICS
 from agent.metrics.dcgm import DcgmInput, dcgm_descriptions, dcgm_families
 from agent.metrics.families import FamilySet, new_family
 from agent.metrics.gpu_readings import ScrapedGpu, gpu_readings
@@ -221,4 +221,4 @@ def serve_metrics(
     return start_http_server(port, addr=address, registry=registry)
 
 
-__all__ = ["AgentExporter", "MetricSpec", "Snapshot", "XidTally", "serve_metrics"]
+__all__ = ["AgentExporter", "Snapshot", "XidTally", "serve_metrics"]

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from agent.metrics.catalogue import MetricSpec
 from agent.metrics.workload_labels import sorted_workloads, workload_label_values
 from agent.model import THROTTLE_REASONS, GpuInfo, GpuSample, Workload
+from gpufleet.metric_spec import MetricSpec
 
 
 @dataclass(frozen=True)

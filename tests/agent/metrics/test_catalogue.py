@@ -9,10 +9,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
-from agent.metrics.catalogue import CATALOGUE, GPU_LABELS, MetricSpec, spec_by_name
+from agent.metrics.catalogue import CATALOGUE, GPU_LABELS, spec_by_name
 from agent.metrics.dcgm_fields import DCGM_METRICS
 from agent.metrics.exporter import AgentExporter
 from agent.stats import AgentStats
+from gpufleet.metric_spec import MetricSpec
 from tests.agent.metrics.test_exporter import (
     INFOS,
     FakeSampler,
