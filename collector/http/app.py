@@ -44,6 +44,7 @@ from collector.http.auth import BearerAuth
 from collector.http.openapi import docs_page, openapi_document
 from collector.http.query import QueryError, parse_statuses, parse_window
 from collector.http.responses import ENCODER, Handler, error_response, json_response
+from collector.ingest.decode import too_large
 from collector.metrics.exporter import FleetExporter
 
 log = logging.getLogger(__name__)
@@ -187,17 +188,13 @@ async def _read_body(request: Request, max_bytes: int) -> bytes:
         )
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > max_bytes:
-        raise _too_large(max_bytes)
+        raise too_large(max_bytes, decompressed=False)
     body = bytearray()
     async for chunk in request.stream():
         body += chunk
         if len(body) > max_bytes:
-            raise _too_large(max_bytes)
+            raise too_large(max_bytes, decompressed=False)
     return bytes(body)
-
-
-def _too_large(max_bytes: int) -> IngestError:
-    return IngestError(413, f"body is larger than {max_bytes} bytes", reason=RejectReason.TOO_LARGE)
 
 
 def _metrics_endpoint(registry: CollectorRegistry) -> Handler:

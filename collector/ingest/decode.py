@@ -90,7 +90,7 @@ def decompress(body: bytes, content_encoding: str | None, max_bytes: int) -> byt
             reason=RejectReason.UNSUPPORTED_MEDIA_TYPE,
         )
     if len(data) > max_bytes:
-        raise _too_large(max_bytes)
+        raise too_large(max_bytes)
     return data
 
 
@@ -109,7 +109,7 @@ def _gunzip(body: bytes, max_bytes: int) -> bytes:
             inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
             out += inflater.decompress(rest, max_bytes + 1 - len(out))
             if len(out) > max_bytes or inflater.unconsumed_tail:
-                raise _too_large(max_bytes)
+                raise too_large(max_bytes)
             if not inflater.eof:
                 raise IngestError(422, "gzip body is truncated")
             rest = inflater.unused_data
@@ -118,10 +118,12 @@ def _gunzip(body: bytes, max_bytes: int) -> bytes:
     return bytes(out)
 
 
-def _too_large(max_bytes: int) -> IngestError:
+def too_large(max_bytes: int, decompressed: bool = True) -> IngestError:
+    """The 413 for a body past ``max_bytes``, as sent or once decompressed."""
+    size = "decompressed" if decompressed else "as sent"
     return IngestError(
         413,
-        f"batch is larger than {max_bytes} bytes (decompressed); send smaller batches",
+        f"batch is larger than {max_bytes} bytes ({size}); send smaller batches",
         reason=RejectReason.TOO_LARGE,
     )
 

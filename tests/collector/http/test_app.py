@@ -133,6 +133,9 @@ def test_past_the_limit_by_content_length_is_413(
     response = post(client, b" " * (LIMIT + 1))
     assert response.status_code == 413
     assert response.json()["reason"] == "too_large"
+    assert response.json()["error"] == (
+        f"batch is larger than {LIMIT} bytes (as sent); send smaller batches"
+    )
     assert backend.rejections[("too_large", 0)] == 1
 
 
@@ -151,6 +154,7 @@ def test_a_gzip_bomb_is_413(client: httpx.Client, backend: FakeBackend) -> None:
     assert len(bomb) < LIMIT
     response = post(client, bomb, **{"Content-Encoding": "gzip"})
     assert response.status_code == 413
+    assert "(decompressed); send smaller batches" in response.json()["error"]
     assert backend.ingested == []
 
 
