@@ -1,8 +1,9 @@
-"""What the collector's HTTP edge and exporter need from the pipeline, and what they answer.
+"""What the collector's HTTP edge and exporters need from the core, and what they answer.
 
-``CollectorBackend`` is the one seam between the edge (app.py, exporter.py) and the
-stateful core (pipeline, fleet, ledger). The edge never imports the core; ``gpufleet``'s
-CLI wires a real backend in, tests wire a fake holding plain data.
+``CollectorBackend`` is the one seam between the edge (http/app.py, metrics/exporter.py)
+and the stateful core (ingest queue, live fleet, ledger). The edge never imports the core;
+``gpufleet``'s CLI wires the real one in (``service.CollectorService``), tests wire a fake
+holding plain data.
 
 Money is in the price book's currency (named by ``currency`` fields), energy in joules,
 carbon in grams CO2e, time in Unix seconds.

@@ -2,7 +2,7 @@
 
 ``TrackedGpu`` holds one GPU's reorder buffer and the last applied reading. ``apply_ready``
 turns every reading that is past the reorder window into an ``Interval`` (from the previous
-reading to this one) plus idle-episode changes. It does no I/O: the pipeline accounts the
+reading to this one) plus idle-episode changes. It does no I/O: the applier accounts the
 intervals and commits them to the ledger together with the GPU's new cursor.
 
 The buffer keeps a ``Reading`` per sample (collector/fleet/readings.py), not the decoded

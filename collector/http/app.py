@@ -127,7 +127,7 @@ class _Api:
     async def post_batch(self, request: Request) -> Response:
         try:
             body = await _read_body(request, self.settings.server.max_body_bytes)
-            # decoded, validated and stored off the event loop (Pipeline.submit); kept
+            # decoded, validated and stored off the event loop (CollectorService.submit); kept
             # pending as sent: a gzipped body is ~10x less for the ledger to write
             coding = request.headers.get("content-encoding")
             ack = await asyncio.wrap_future(self.backend.submit(body, coding, self.clock()))

@@ -1,7 +1,7 @@
 """Decoding and validating what agents POST to ``/v1/batches``.
 
-Pure functions over bytes and plain data. ``accept_body`` runs on the pipeline's ingest
-thread (the edge hands it the body as read); the HTTP edge (app.py) turns the
+Pure functions over bytes and plain data. ``accept_body`` runs on the ingest thread
+(queue.py), which the edge hands the body as read; the HTTP edge (http/app.py) turns the
 ``IngestError`` it raises into a status code and a JSON body naming the offending field.
 
 A batch with any bad sample is refused as a whole (422), not trimmed: the agent drops a

@@ -4,7 +4,7 @@ and beside it the batch log of acknowledged batches (collector/ledger/batch_log.
 Why nothing is lost or counted twice across ``kill -9``: ``record_batches`` appends the
 batches to the batch log (fdatasynced with ``synchronous=FULL``) before the HTTP layer
 answers 2xx; ``commit`` adds the rollup deltas, moves the GPUs' cursors, and records the
-acks and which batches are now applied, in one transaction. After a restart the pipeline
+acks and which batches are now applied, in one transaction. After a restart the applier
 replays ``pending_batches()`` and skips samples at or before each GPU's
 ``cursors()[uuid].applied_until``.
 
@@ -159,7 +159,7 @@ class Ledger:
         """Run ``query`` on one read snapshot, for modules that own their tables."""
         return self._read(query)
 
-    # -- the pipeline's writes ----------------------------------------------------------
+    # -- the ingest queue's and the applier's writes ------------------------------------
 
     def record_batch(
         self,

@@ -140,7 +140,7 @@ def build_collector(
 ) -> Collector:
     """Wire the real objects: ledger, price book, carbon table, the core, app.
     ``series_charts`` False leaves the console's per-GPU charts empty (they cost ~29 KB per
-    GPU and a fold per sample): the throughput benchmark measures the pipeline alone."""
+    GPU and a fold per sample): the throughput benchmark measures the core alone."""
     prices = (
         PriceBook.load(settings.pricing.price_book)
         if settings.pricing.price_book is not None
