@@ -347,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
         nargs="+",
         choices=["serial", "concurrent"],
         default=["serial", "concurrent"],
-        help="serial: one batch after another on one thread; concurrent: each second's "
+        help="serial: one caller, each batch awaited before the next; concurrent: each second's "
         "batches in flight at once, stored by the ingest thread (the app's way)",
     )
     parser.add_argument(
