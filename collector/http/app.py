@@ -46,6 +46,7 @@ from collector.http.query import QueryError, parse_statuses, parse_window
 from collector.http.responses import ENCODER, Handler, error_response, json_response
 from collector.ingest.decode import too_large
 from collector.metrics.exporter import FleetExporter
+from collector.usage_report import ledger_period
 
 log = logging.getLogger(__name__)
 
@@ -151,7 +152,8 @@ class _Api:
         except QueryError as err:
             return error_response(422, str(err), err.field, "bad_query")
         reports = await run_in_threadpool(self.backend.workloads, start, end)
-        return json_response(WorkloadsResponse(start, end, reports))
+        covered = ledger_period(start, end, self.clock())
+        return json_response(WorkloadsResponse(start, end, reports, covered.start, covered.end))
 
     async def get_recommendations(self, request: Request) -> Response:
         try:

@@ -84,6 +84,20 @@ def test_workloads_default_to_the_last_24_hours(client: AsgiClient, backend: Fak
 
 
 @pytest.mark.parametrize(
+    ("query", "covered"),
+    [  # the ledger keeps hourly totals: the figures cover the hours the range touches
+        ("start=2025-12-31T22:15:00Z", (NOW - 7200, NOW)),
+        ("start=2025-12-31T20:00:00Z&end=2025-12-31T22:30:00Z", (NOW - 14400, NOW - 3600)),
+    ],
+)
+def test_workloads_state_the_whole_hours_their_figures_cover(
+    client: AsgiClient, query: str, covered: tuple[float, float]
+) -> None:
+    body = client.get(f"/v1/workloads?{query}", headers=AUTH).json()
+    assert (body["covered_start"], body["covered_end"]) == covered
+
+
+@pytest.mark.parametrize(
     ("query", "window"),
     [
         ("start=1767139200&end=1767225600", (1767139200.0, 1767225600.0)),
