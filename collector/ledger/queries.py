@@ -1,7 +1,8 @@
 """The ledger's read queries: pure reads over one connection, run inside a read snapshot.
 
 Time ranges are ``[start, end)`` over ``hour_start``: an hourly row counts when its hour
-*starts* in the range, so ranges should be whole hours (a partial hour is all or nothing).
+*starts* in the range, so ranges should be whole hours (a partial hour is all or nothing):
+the read paths widen theirs with ``collector.usage_report.ledger_period``.
 """
 
 from __future__ import annotations
