@@ -159,4 +159,5 @@ def print_table(figures: list[WorkloadFigures], source: ReplaySource) -> None:
             f"{f.idle_gpu_seconds / 3600:.2f}",
             f"{f.unknown_gpu_seconds / 3600:.2f}",
         )
-    Console().print(table)
+    console = Console()  # wide enough for workload names in a file or a pipe
+    (console if console.is_terminal else Console(width=160)).print(table)
