@@ -160,11 +160,27 @@ OPEN_STATUSES = (RecommendationStatus.OPEN, RecommendationStatus.NOTIFIED)
 
 @dataclass(frozen=True, slots=True)
 class Savings:
+    """What acting on a recommendation saves, and how much evidence stands behind it.
+
+    ``money_per_hour`` is the rate observed now; the ``..._per_month`` figures extrapolate
+    it to MONTH_HOURS, the saving *if the situation lasts the month*. ``evidence_seconds``
+    is how long the situation behind the figure has been observed (the observation
+    window: how long the GPUs have been idle, a profile's history, the pricing look-back
+    covered). ``money_per_month_low`` is the low end of the range: the saving if the
+    situation lasts only as long again as it has been seen (rate x min(window, month)).
+    ``confidence`` (0..1) grows with the window and reaches 1 once the window covers a
+    full week (weekday and weekend patterns). Rows stored before these fields existed
+    read back with 0 for them (no evidence stated).
+    """
+
     money_per_month: float
     energy_kwh_per_month: float
     carbon_kg_per_month: float
     currency: str
     money_per_hour: float = 0.0
+    evidence_seconds: float = 0.0
+    money_per_month_low: float = 0.0
+    confidence: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

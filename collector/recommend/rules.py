@@ -2,7 +2,9 @@
 
 Savings per month use MONTH_HOURS (730 h). Money is in the price book's currency at the
 price of the plan the fleet pays now (``current_plan``); energy is IT energy (kWh, before
-PUE); carbon applies the site PUE and the node's grid intensity.
+PUE); carbon applies the site PUE and the node's grid intensity. Every saving states its
+observation window (``Savings``): a month extrapolated from 90 minutes of idling is the
+top of a range, not a promise.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collector.analysis.cost import PriceBook
 from collector.analysis.gpu_models import GpuCatalogue
 from collector.config import AnalysisSettings
 from collector.records import (
+    HOUR_SECONDS,
     MONTH_HOURS,
     GpuState,
     GpuView,
@@ -26,6 +29,8 @@ from collector.records import (
     Savings,
     WorkloadRef,
 )
+
+WEEK_SECONDS = 7 * 24 * 3600.0
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,9 @@ class RecommendPolicy:
     pricing_margin: float = 0.1
     #: pricing advice needs known data for this fraction of the look-back (GPU-seconds)
     pricing_min_coverage: float = 0.5
+    #: a saving's confidence reaches 1 once its observation window is this long: a week
+    #: covers the weekday/weekend cycle most GPU demand follows
+    full_confidence_seconds: float = WEEK_SECONDS
 
     @classmethod
     def default(cls) -> RecommendPolicy:
@@ -53,14 +61,23 @@ class RuleContext:
     policy: RecommendPolicy
     now: float
 
-    def savings(self, money_per_hour: float, watts: float, node: str = "") -> Savings:
+    def savings(
+        self, money_per_hour: float, watts: float, node: str = "", *, evidence_seconds: float
+    ) -> Savings:
+        """The saving of ``money_per_hour`` and ``watts`` extrapolated to a month, with the
+        range and confidence that ``evidence_seconds`` of observation support."""
         kwh = max(0.0, watts) * MONTH_HOURS / 1000.0
+        evidence = max(0.0, evidence_seconds)
+        seen_hours = min(evidence / HOUR_SECONDS, MONTH_HOURS)
         return Savings(
             money_per_month=money_per_hour * MONTH_HOURS,
             energy_kwh_per_month=kwh,
             carbon_kg_per_month=self.carbon.kg_for_kwh(kwh, node),
             currency=self.prices.currency,
             money_per_hour=money_per_hour,
+            evidence_seconds=evidence,
+            money_per_month_low=money_per_hour * seen_hours,
+            confidence=min(1.0, evidence / self.policy.full_confidence_seconds),
         )
 
     def gpu_price(self, view: GpuView) -> float:
@@ -150,7 +167,7 @@ def _release(
     watts = sum(ctx.idle_watts(v) / len(v.workloads) for v in views)
     nodes = sorted({v.node for v in views})
     models = ", ".join(sorted({v.model for v in views}))
-    savings = ctx.savings(money, watts, nodes[0])
+    savings = ctx.savings(money, watts, nodes[0], evidence_seconds=ctx.now - idle_since)
     evidence: dict[str, object] = {
         "window_seconds": ctx.settings.idle_window_seconds,
         "idle_since": idle_since,
@@ -204,8 +221,8 @@ def _unallocated_idle(view: GpuView, ctx: RuleContext) -> bool:
 def _scale_down(node: str, idle: list[GpuView], whole: bool, ctx: RuleContext) -> Recommendation:
     money = sum(ctx.gpu_price(v) for v in idle)
     watts = sum(ctx.idle_watts(v) for v in idle)
-    savings = ctx.savings(money, watts, node)
     since = max(v.idle_since or ctx.now for v in idle)
+    savings = ctx.savings(money, watts, node, evidence_seconds=ctx.now - since)
     what = (
         f"node {node} (all {len(idle)} GPUs idle, unallocated)"
         if whole
@@ -276,5 +293,5 @@ def _pricing(usage: ModelUsage, ctx: RuleContext) -> Recommendation | None:
         title=f"Switch {usage.gpu_count} {usage.model} GPU(s) to {target}: "
         f"allocated {allocated:.0%} vs break-even {break_even:.0%}",
         evidence=evidence,
-        savings=ctx.savings(money, 0.0),
+        savings=ctx.savings(money, 0.0, evidence_seconds=usage.observed_seconds / usage.gpu_count),
     )

@@ -170,6 +170,9 @@ def test_the_openapi_document_is_valid_and_lists_every_route(client: AsgiClient)
     assert documented == routes
     batch = document["components"]["schemas"]["Batch"]
     assert {"node", "agent_boot_id", "seq", "samples"} <= set(batch["required"])
+    # each saving states its observation window and the range it supports
+    savings = document["components"]["schemas"]["Savings"]["properties"]
+    assert {"evidence_seconds", "money_per_month_low", "confidence"} <= set(savings)
 
 
 def test_docs_page_links_the_document(client: AsgiClient) -> None:

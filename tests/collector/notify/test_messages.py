@@ -39,7 +39,9 @@ def test_english_release_message_says_what_where_who_and_how_much() -> None:
         "Node": "gpu-node-00",
         "GPUs": "2 x H100",
         "Idle for": "2 h 10 min",  # idle since T0 - 2 h, now T0 + 10 min
-        "Cost": "8.40 USD/h, about 6,132 USD/month",
+        "Cost": "8.40 USD/h, 17-6,132 USD/month",  # 2 h seen: 2 x 8.40 at the low end
+        "Evidence": "seen for 2 h, low confidence (low end: it lasts as long again; "
+        "high end: it lasts the month)",
         "Energy and CO2": "1,022 kWh and 580 kg CO2e per month",
     }
     assert text.links == (("Open in gpufleet", LINKS.collector_url), ("Grafana", LINKS.grafana_url))
@@ -51,7 +53,8 @@ def test_chinese_release_message_reads_naturally() -> None:
     assert text.title == "pod:ml/notebook-7 占用的 2 张 GPU 一直空闲，建议释放"
     assert fields["GPU"] == "2 张 H100"
     assert fields["已空闲"] == "2 小时 10 分钟"
-    assert fields["费用"] == "每小时 8.40 USD，每月约 6,132 USD"
+    assert fields["费用"] == "每小时 8.40 USD，每月约 17～6,132 USD"
+    assert fields["依据"] == "已观察 2 小时，置信度低（下限按再持续同样时长计，上限按持续整月计）"
     assert fields["能耗与碳排放"] == "每月约 1,022 千瓦时电，580 千克二氧化碳当量"
     assert text.links[0] == ("在 gpufleet 中查看", LINKS.collector_url)
 
