@@ -247,9 +247,12 @@ class WorkloadProfile:
 
 @dataclass(frozen=True, slots=True)
 class ModelUsage:
-    """A GPU model's use over the pricing look-back window, for pricing-plan advice."""
+    """A GPU model's use on one node over the pricing look-back window, for pricing-plan
+    advice (per node, because a node's price-book override may set its own prices and
+    plan)."""
 
     model: str
+    node: str
     gpu_count: int
     observed_seconds: float  # GPU-seconds with known data
     allocated_seconds: float  # GPU-seconds held by a workload

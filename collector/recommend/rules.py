@@ -1,7 +1,8 @@
 """The recommendation rules: each turns the fleet view into the recommendations it wants now.
 
 Savings per month use MONTH_HOURS (730 h). Money is in the price book's currency at the
-price of the plan the fleet pays now (``current_plan``); energy is IT energy (kWh, before
+price of the plan the fleet pays now (``current_plan``, per node where the price book
+overrides it); energy is IT energy (kWh, before
 PUE); carbon applies the site PUE and the node's grid intensity. Every saving states its
 observation window (``Savings``): a month extrapolated from 90 minutes of idling is the
 top of a range, not a promise.
@@ -22,7 +23,6 @@ from collector.records import (
     MONTH_HOURS,
     GpuState,
     GpuView,
-    ModelUsage,
     Recommendation,
     RecommendationKind,
     RecommendationStatus,
@@ -246,52 +246,4 @@ def _scale_down(node: str, idle: list[GpuView], whole: bool, ctx: RuleContext) -
         savings=savings,
         gpu_uuids=tuple(v.uuid for v in idle),
         node=node,
-    )
-
-
-def pricing_plan(models: Sequence[ModelUsage], ctx: RuleContext) -> list[Recommendation]:
-    """Per model: reserved when its GPUs are allocated more than break-even + margin of
-    the time, on demand when less than break-even - margin (the margin is hysteresis)."""
-    out = []
-    for usage in models:
-        rec = _pricing(usage, ctx)
-        if rec is not None:
-            out.append(rec)
-    return out
-
-
-def _pricing(usage: ModelUsage, ctx: RuleContext) -> Recommendation | None:
-    entry = ctx.prices.model_price(usage.model)
-    coverage = ctx.policy.pricing_min_coverage * ctx.settings.pricing_lookback_seconds
-    if entry is None or usage.gpu_count <= 0 or usage.observed_seconds < coverage * usage.gpu_count:
-        return None
-    allocated = usage.allocated_seconds / usage.observed_seconds
-    break_even = ctx.prices.break_even_utilisation(usage.model)
-    margin = ctx.policy.pricing_margin
-    od, res = entry.on_demand_per_gpu_hour, entry.reserved_per_gpu_hour
-    if entry.current_plan == "on_demand" and allocated >= break_even + margin:
-        target, money = "reserved", (od * allocated - res) * usage.gpu_count
-    elif entry.current_plan == "reserved" and allocated <= break_even - margin:
-        target, money = "on_demand", (res - od * allocated) * usage.gpu_count
-    else:
-        return None
-    evidence: dict[str, object] = {
-        "window_seconds": ctx.settings.pricing_lookback_seconds,
-        "allocated_fraction": allocated,
-        "active_fraction": usage.active_seconds / usage.observed_seconds,
-        "break_even": break_even,
-        "margin": margin,
-        "gpu_count": usage.gpu_count,
-        "current_plan": entry.current_plan,
-        "price_per_gpu_hour": {"on_demand": od, "reserved": res},
-    }
-    subject = f"model:{usage.model}"
-    return make(
-        RecommendationKind.PRICING_PLAN,
-        subject,
-        ctx,
-        title=f"Switch {usage.gpu_count} {usage.model} GPU(s) to {target}: "
-        f"allocated {allocated:.0%} vs break-even {break_even:.0%}",
-        evidence=evidence,
-        savings=ctx.savings(money, 0.0, evidence_seconds=usage.observed_seconds / usage.gpu_count),
     )

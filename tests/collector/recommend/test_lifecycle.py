@@ -148,7 +148,7 @@ LOOKBACK = SETTINGS.pricing_lookback_seconds
 
 def usage(fraction: float, count: int = 8, coverage: float = 1.0) -> ModelUsage:
     observed = count * LOOKBACK * coverage
-    return ModelUsage("H100", count, observed, observed * fraction, observed * fraction * 0.8)
+    return ModelUsage("H100", "n1", count, observed, observed * fraction, observed * fraction * 0.8)
 
 
 def test_pricing_switches_to_reserved_only_past_break_even_plus_margin() -> None:
@@ -178,3 +178,16 @@ def test_every_declared_kind_is_one_a_rule_produces() -> None:
     gpus = [*stuck(WINDOW), gpu("A", GpuState.UNALLOCATED, WINDOW, node="n2")]
     recs = run(gpus, [profile("H100", 3 * GB, 4 * GB, 0.05)], [usage(0.75)])
     assert {rec.kind for rec in recs} == set(RecommendationKind)
+
+
+def test_pricing_judges_each_node_at_its_own_plan() -> None:
+    """n1 pays the book (on demand), n2's override has it reserved: at 40 % allocated n1
+    stays on demand and n2 should leave its reservation (break-even 0.62 - margin 0.1)."""
+    book = PriceBook.from_mapping({"currency": "USD", "models": {"H100": {
+        "on_demand_per_gpu_hour": 6.88, "reserved_per_gpu_hour": 4.27}},
+        "node_overrides": {"n2": {"H100": {"current_plan": "reserved"}}}})  # fmt: skip
+    observed = 8 * LOOKBACK
+    on_n2 = ModelUsage("H100", "n2", 8, observed, observed * 0.4, observed * 0.3)
+    [rec] = run(models=[usage(0.4), on_n2], prices=book)
+    assert (rec.subject, rec.evidence["nodes"]) == ("model:H100@n2", ["n2"])
+    assert rec.savings.money_per_hour == pytest.approx((4.27 - 6.88 * 0.4) * 8)
