@@ -132,9 +132,11 @@ class IdleEpisode:
 
 class RecommendationKind(enum.StrEnum):
     RELEASE_IDLE = "release_idle"  # a workload holds GPUs that are idle past the window
-    SCALE_DOWN = "scale_down"  # unallocated GPUs or whole nodes idle past the window
+    SCALE_DOWN = "scale_down"  # a whole node, every GPU unallocated and idle past the window
     RIGHT_SIZE = "right_size"  # a workload fits a smaller GPU model or a MIG profile
     PRICING_PLAN = "pricing_plan"  # reserved vs on-demand
+    #: idle unallocated GPUs spread over busy nodes: move workloads so whole nodes free up
+    CONSOLIDATE = "consolidate"
 
 
 class RecommendationStatus(enum.StrEnum):

@@ -44,7 +44,8 @@ ENGLISH = Phrases(
     digest_title="gpufleet: {n} notifications",
     headlines={
         "opened:release_idle": "{n} idle GPU(s) held by {subject}",
-        "opened:scale_down": "Unallocated idle GPUs on {subject}",
+        "opened:scale_down": "Idle node {subject}: every GPU unallocated, scale it down",
+        "opened:consolidate": "Consolidate: move the work off {subject} and release it",
         "opened": "{title}",
         "updated": "Update: {subject}",
         "reminder": "Still idle: {subject}",
@@ -98,7 +99,8 @@ CHINESE = Phrases(
     digest_title="gpufleet：{n} 条新通知",
     headlines={
         "opened:release_idle": "{subject} 占用的 {n} 张 GPU 一直空闲，建议释放",
-        "opened:scale_down": "{subject} 上有 GPU 空闲且无人使用，建议缩容",
+        "opened:scale_down": "节点 {subject} 的 GPU 全部空闲且无人使用，建议缩容",
+        "opened:consolidate": "建议整合：把 {subject} 上的作业迁到其他节点的空闲 GPU，释放该节点",
         "opened": "{title}",
         "updated": "情况有变化：{subject}",
         "reminder": "仍在空闲：{subject}",

@@ -2,10 +2,9 @@
 
 Savings per month use MONTH_HOURS (730 h). Money is in the price book's currency at the
 price of the plan the fleet pays now (``current_plan``, per node where the price book
-overrides it); energy is IT energy (kWh, before
-PUE); carbon applies the site PUE and the node's grid intensity. Every saving states its
-observation window (``Savings``): a month extrapolated from 90 minutes of idling is the
-top of a range, not a promise.
+overrides it); energy is IT energy (kWh, before PUE); carbon applies the site PUE and the
+node's grid intensity. Every saving states its observation window (``Savings``): a month
+extrapolated from 90 minutes of idling is the top of a range, not a promise.
 """
 
 from __future__ import annotations
@@ -196,44 +195,53 @@ def _release(
     )
 
 
-def scale_down(gpus: Sequence[GpuView], ctx: RuleContext) -> list[Recommendation]:
-    """One per node with unallocated GPUs idle past the window; "whole node" when all of
-    the node's GPUs are."""
-    by_node: dict[str, list[GpuView]] = defaultdict(list)
+def by_node(gpus: Sequence[GpuView]) -> dict[str, list[GpuView]]:
+    """The views grouped by node, nodes in name order."""
+    nodes: dict[str, list[GpuView]] = defaultdict(list)
     for view in gpus:
-        by_node[view.node].append(view)
-    out = []
-    for node, views in sorted(by_node.items()):
-        idle = [v for v in views if _unallocated_idle(v, ctx)]
-        if idle:
-            out.append(_scale_down(node, idle, len(idle) == len(views), ctx))
-    return out
+        nodes[view.node].append(view)
+    return dict(sorted(nodes.items()))
 
 
-def _unallocated_idle(view: GpuView, ctx: RuleContext) -> bool:
+def physical(views: Sequence[GpuView]) -> list[GpuView]:
+    """The physical GPUs among ``views`` (a MIG instance is part of its parent's price:
+    counting both would charge one GPU twice)."""
+    return [v for v in views if v.mig_parent_uuid is None]
+
+
+def unallocated_idle(view: GpuView, ctx: RuleContext) -> bool:
+    """Nobody holds it and it has been idle for the whole idle window."""
     return (
         view.state is GpuState.UNALLOCATED
         and not view.workloads
+        and view.idle_since is not None
         and view.idle_seconds(ctx.now) >= ctx.settings.idle_window_seconds
     )
 
 
-def _scale_down(node: str, idle: list[GpuView], whole: bool, ctx: RuleContext) -> Recommendation:
-    money = sum(ctx.gpu_price(v) for v in idle)
-    watts = sum(ctx.idle_watts(v) for v in idle)
-    since = max(v.idle_since or ctx.now for v in idle)
+def scale_down(gpus: Sequence[GpuView], ctx: RuleContext) -> list[Recommendation]:
+    """One per *whole* idle node: every GPU (and MIG instance) on it unallocated and idle
+    past the window. Idle GPUs on a node that also runs work cannot be scaled down without
+    moving that work: that is ``consolidate``'s bin-packing, not a scale-down."""
+    out = []
+    for node, views in by_node(gpus).items():
+        if all(unallocated_idle(v, ctx) for v in views):
+            out.append(_scale_down(node, views, ctx))
+    return out
+
+
+def _scale_down(node: str, views: list[GpuView], ctx: RuleContext) -> Recommendation:
+    gpus = physical(views)
+    money = sum(ctx.gpu_price(v) for v in gpus)
+    watts = sum(ctx.idle_watts(v) for v in gpus)
+    since = max(v.idle_since or ctx.now for v in views)
     savings = ctx.savings(money, watts, node, evidence_seconds=ctx.now - since)
-    what = (
-        f"node {node} (all {len(idle)} GPUs idle, unallocated)"
-        if whole
-        else (f"{len(idle)} unallocated idle GPU(s) on {node}")
-    )
     evidence: dict[str, object] = {
         "window_seconds": ctx.settings.idle_window_seconds,
         "idle_since": since,
         "idle_seconds": ctx.now - since,
-        "gpus": [v.uuid for v in idle],
-        "whole_node": whole,
+        "gpus": [v.uuid for v in gpus],
+        "whole_node": True,
         "power_watts": watts,
         "price_per_hour": money,
     }
@@ -241,9 +249,10 @@ def _scale_down(node: str, idle: list[GpuView], whole: bool, ctx: RuleContext) -
         RecommendationKind.SCALE_DOWN,
         node,
         ctx,
-        title=f"Scale down {what}: {money:.2f} {savings.currency}/h",
+        title=f"Scale down node {node} (all {len(gpus)} GPUs idle, unallocated): "
+        f"{money:.2f} {savings.currency}/h",
         evidence=evidence,
         savings=savings,
-        gpu_uuids=tuple(v.uuid for v in idle),
+        gpu_uuids=tuple(v.uuid for v in gpus),
         node=node,
     )

@@ -93,7 +93,8 @@ def _recommendations() -> list[Panel]:
         Panel(
             "bargauge",
             "Open recommendations by kind",
-            "Recommendations open or notified: release_idle, scale_down, right_size, pricing_plan.",
+            "Recommendations open or notified: release_idle, scale_down, right_size, "
+            "pricing_plan, consolidate.",
             "none",
             (Target("gpufleet_recommendations_open", "{{kind}}", instant=True),),
             width=8,

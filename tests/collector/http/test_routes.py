@@ -173,6 +173,8 @@ def test_the_openapi_document_is_valid_and_lists_every_route(client: AsgiClient)
     # each saving states its observation window and the range it supports
     savings = document["components"]["schemas"]["Savings"]["properties"]
     assert {"evidence_seconds", "money_per_month_low", "confidence"} <= set(savings)
+    kinds = document["components"]["schemas"]["RecommendationKind"]["enum"]
+    assert "consolidate" in kinds
 
 
 def test_docs_page_links_the_document(client: AsgiClient) -> None:
