@@ -3,6 +3,7 @@ English and Simplified Chinese; WeCom's 4096-byte limit counted in UTF-8."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -10,6 +11,7 @@ from collector.notify import wecom
 from collector.notify.changes import facts_of
 from collector.notify.messages import Event, render
 from collector.notify.settings import resolve_channel
+from collector.records import RecommendationKind
 from tests.collector.notify.rig import (
     LINKS,
     T0,
@@ -122,3 +124,22 @@ def test_a_wecom_digest_is_split_into_messages_under_4096_bytes(tmp_path: Path) 
     assert max(sizes) <= 4096
     carried = sum(r.json["markdown"]["content"].count("作业: pod:ml/job-") for r in robot.received)
     assert carried == 40
+
+
+def test_consolidate_message_names_the_node_to_free_and_the_evidence() -> None:
+    rec = dataclasses.replace(
+        release_rec(7, money_per_hour=55.04, gpus=8),
+        id="consolidate:gpu-node-06",
+        kind=RecommendationKind.CONSOLIDATE,
+        subject="gpu-node-06",
+        workload_key="",
+        namespace="",
+        node="gpu-node-06",
+        evidence={"idle_since": T0 - 7200.0, "target_nodes": ["gpu-node-00"]},
+    )
+    facts = facts_of(rec, index_for(rec), T0)
+    event = Event(key="k", source="recommendations", kind="opened", facts=facts)
+    en, zh = render([event], "en", LINKS), render([event], "zh", LINKS)
+    assert en.title == "Consolidate: move the work off gpu-node-06 and release it"
+    assert zh.title == "建议整合：把 gpu-node-06 上的作业迁到其他节点的空闲 GPU，释放该节点"
+    assert dict(en.sections[0].fields)["Cost"] == "55.04 USD/h, 110-40,179 USD/month"
