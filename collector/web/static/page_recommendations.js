@@ -14,13 +14,24 @@ function evidenceValue(name, value) {
   if (typeof value === "number" && name.endsWith("_bytes")) return f.gib(value) + " GiB";
   if (typeof value === "number" && name.endsWith("_watts")) return f.watts(value) + " W";
   if (typeof value === "number") return Number.isInteger(value) ? String(value) : value.toFixed(2);
+  if (Array.isArray(value) && name === "moves") return value.map(move).join("; ");
   if (Array.isArray(value)) return value.length > 2 ? `${value.length} × ${String(value[0]).slice(0, 12)}…` : value.join(", ");
   return typeof value === "object" && value !== null ? JSON.stringify(value) : String(value);
 }
 
+// one consolidate move: "2 × H100 slurm:42 → gpu-node-03"
+function move(m) {
+  return `${m.gpus} × ${m.model} ${m.workloads.join(" + ")} → ${m.to_node}`;
+}
+
+function tooltip(value) {
+  if (!Array.isArray(value)) return null;
+  return value.map((v) => (typeof v === "object" && v !== null ? JSON.stringify(v) : String(v))).join("\n");
+}
+
 function evidence(rec) {
   return h("dl", { class: "evidence" }, Object.entries(rec.evidence).slice(0, 7).map(([name, value]) =>
-    h("div", {}, h("dt", {}, name.replaceAll("_", " ")), h("dd", { title: Array.isArray(value) ? value.join("\n") : null }, evidenceValue(name, value)))));
+    h("div", {}, h("dt", {}, name.replaceAll("_", " ")), h("dd", { title: tooltip(value) }, evidenceValue(name, value)))));
 }
 
 // a month extrapolated from a short window is the top of a range: say both ends
