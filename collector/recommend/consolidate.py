@@ -74,14 +74,14 @@ def consolidate(gpus: Sequence[GpuView], ctx: RuleContext) -> list[Recommendatio
 
 
 def _plannable(views: Sequence[GpuView]) -> bool:
-    """Every GPU known, held or idle, and none split into MIG instances."""
+    """Every GPU known, held or idle, and none split into MIG instances (a MIG parent's
+    instances report from the same node, so one instance view rules the node out)."""
     for v in views:
         if v.mig_parent_uuid is not None or v.mig_profile is not None:
             return False
         if v.state is GpuState.UNKNOWN or (not v.workloads and v.idle_since is None):
             return False  # no data, or busy with nobody holding it: nothing to plan on
-    parents = {v.mig_parent_uuid for v in views}
-    return not any(v.uuid in parents for v in views)
+    return True
 
 
 def _free_gpus(plannable: dict[str, list[GpuView]], ctx: RuleContext) -> _Free:
