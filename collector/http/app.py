@@ -74,7 +74,8 @@ def create_app(
         Route("/v1/fleet", guard(api.get_fleet), methods=["GET"]),
         Route("/v1/workloads", guard(api.get_workloads), methods=["GET"]),
         Route("/v1/recommendations", guard(api.get_recommendations), methods=["GET"]),
-        Route("/v1/recommendations/{rec_id}/dismiss", guard(api.dismiss), methods=["POST"]),
+        # :path, because an id may hold a slash ("release_idle:pod:ml/notebook-7")
+        Route("/v1/recommendations/{rec_id:path}/dismiss", guard(api.dismiss), methods=["POST"]),
         Route("/healthz", api.healthz, methods=["GET"]),
         Route("/metrics", _metrics_endpoint(registry), methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
