@@ -1,0 +1,78 @@
+"""Each node's clock against the collector's, measured from ``Batch.sent_at`` on arrival.
+
+Samples carry the agent's clock. A batch built at ``sent_at`` (agent clock) arrives at
+``arrived_at`` (collector clock) after a delay that is never negative: the network, a
+retry, hours in the spool. So ``sent_at - arrived_at`` is the node's offset minus that
+delay, and the largest value over the node's recent batches is the offset with the least
+delay in it (NTP's minimum-delay filter): a backlog drained from a spool, which waited
+long, cannot pull the estimate, and a clock stepped by NTP is followed within
+``WINDOW_SECONDS`` (at once when it steps ahead).
+
+The offset is positive when the node's clock is ahead: node time = collector time +
+offset. ``offset`` is the correction readers apply, in whole seconds and moved only when
+the estimate leaves it by more than ``STEADY_SECONDS``: a view's ``idle_since`` is an idle
+episode's identity (the action log keys on it), so it must not jitter by the milliseconds
+each new batch moves the estimate.
+
+Offsets past ``MAX_OFFSET_SECONDS`` are not a clock to correct (a reset RTC, a
+``sent_at`` that is not a time): they are not used, and the node's samples are judged on
+the collector's clock alone.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+
+#: how long (collector clock) a measurement counts towards the node's estimate
+WINDOW_SECONDS = 300.0
+#: at most this many measurements per node are kept (one per batch)
+MAX_MEASUREMENTS = 64
+#: a clock further off than this (either way) is broken, not skewed: never corrected for
+MAX_OFFSET_SECONDS = 86400.0
+#: the correction follows the estimate once they differ by more than this
+STEADY_SECONDS = 1.0
+
+
+class NodeClocks:
+    """Per node, the clock offset estimated from the batches it sent. Thread-safe: ingest
+    measures, the applier and readers ask."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        #: node -> (arrived_at, sent_at - arrived_at) of its recent batches, oldest first
+        self._measured: dict[str, deque[tuple[float, float]]] = {}
+        #: node -> the raw estimate (for /metrics), and the steady correction
+        self._estimates: dict[str, float] = {}
+        self._offsets: dict[str, float] = {}
+
+    def measure(self, node: str, sent_at: float, arrived_at: float) -> float:
+        """Count one batch of ``node``; returns the node's offset estimate (seconds, node
+        ahead positive; 0.0 while nothing sane was measured)."""
+        offset = sent_at - arrived_at
+        if not -MAX_OFFSET_SECONDS <= offset <= MAX_OFFSET_SECONDS:  # NaN fails too
+            return self.offset(node)
+        with self._lock:
+            window = self._measured.get(node)
+            if window is None:
+                window = self._measured[node] = deque(maxlen=MAX_MEASUREMENTS)
+            window.append((arrived_at, offset))
+            newest = max(a for a, _ in window)
+            while window and window[0][0] < newest - WINDOW_SECONDS:
+                window.popleft()
+            if window:  # empty only when this batch arrived a window before the newest
+                estimate = self._estimates[node] = max(o for _, o in window)
+                steady = self._offsets.get(node)
+                if steady is None or abs(estimate - steady) > STEADY_SECONDS:
+                    self._offsets[node] = float(round(estimate))
+            return self._offsets.get(node, 0.0)
+
+    def offset(self, node: str) -> float:
+        """The correction for the node's clock: node time minus collector time, whole
+        seconds (0.0 while nothing sane was measured)."""
+        return self._offsets.get(node, 0.0)
+
+    def estimates(self) -> dict[str, float]:
+        """Every measured node's offset estimate in seconds, node ahead positive."""
+        with self._lock:
+            return dict(self._estimates)
