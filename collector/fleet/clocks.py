@@ -9,10 +9,13 @@ long, cannot pull the estimate, and a clock stepped by NTP is followed within
 ``WINDOW_SECONDS`` (at once when it steps ahead).
 
 The offset is positive when the node's clock is ahead: node time = collector time +
-offset. ``offset`` is the correction readers apply, in whole seconds and moved only when
-the estimate leaves it by more than ``STEADY_SECONDS``: a view's ``idle_since`` is an idle
-episode's identity (the action log keys on it), so it must not jitter by the milliseconds
-each new batch moves the estimate.
+offset. ``offset`` is the correction readers apply (staleness, windows, the view's times),
+in whole seconds and moved only when the estimate leaves it by more than
+``STEADY_SECONDS`` and ``AGREEING_BATCHES`` batches agree: a view's ``idle_since`` is an
+idle episode's identity (the action log keys on it), so it must not jitter by the
+milliseconds each new batch moves the estimate. The ledger keeps each node's samples on
+the node's own clock (its hours are cut on it): that is what GpufleetNodeClockSkew warns
+about.
 
 Offsets past ``MAX_OFFSET_SECONDS`` are not a clock to correct (a reset RTC, a
 ``sent_at`` that is not a time): they are not used, and the node's samples are judged on
@@ -22,16 +25,22 @@ the collector's clock alone.
 from __future__ import annotations
 
 import threading
-from collections import deque
 
 #: how long (collector clock) a measurement counts towards the node's estimate
 WINDOW_SECONDS = 300.0
+#: a node back after a silence longer than the window keeps its old measurements until
+#: its new ones span this long: the first batches after an outage are its spool's backlog
+SETTLE_SECONDS = 60.0
 #: at most this many measurements per node are kept (one per batch)
-MAX_MEASUREMENTS = 64
+MAX_MEASUREMENTS = 128
 #: a clock further off than this (either way) is broken, not skewed: never corrected for
 MAX_OFFSET_SECONDS = 86400.0
-#: the correction follows the estimate once they differ by more than this
+#: the correction follows the estimate once they differ by more than this...
 STEADY_SECONDS = 1.0
+#: ...and this many batches in a row agree on the new value (within STEADY_SECONDS): a
+#: clock running at another rate (a replay of history shipped as fast as it goes) or a
+#: backlog of batches each delayed differently is no offset to correct
+AGREEING_BATCHES = 3
 
 
 class NodeClocks:
@@ -41,30 +50,31 @@ class NodeClocks:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         #: node -> (arrived_at, sent_at - arrived_at) of its recent batches, oldest first
-        self._measured: dict[str, deque[tuple[float, float]]] = {}
+        self._measured: dict[str, list[tuple[float, float]]] = {}
         #: node -> the raw estimate (for /metrics), and the steady correction
         self._estimates: dict[str, float] = {}
         self._offsets: dict[str, float] = {}
+        #: node -> (an estimate, how many batches in a row have agreed with it)
+        self._candidates: dict[str, tuple[float, int]] = {}
 
     def measure(self, node: str, sent_at: float, arrived_at: float) -> float:
-        """Count one batch of ``node``; returns the node's offset estimate (seconds, node
+        """Count one batch of ``node``; returns the node's offset correction (seconds, node
         ahead positive; 0.0 while nothing sane was measured)."""
         offset = sent_at - arrived_at
         if not -MAX_OFFSET_SECONDS <= offset <= MAX_OFFSET_SECONDS:  # NaN fails too
             return self.offset(node)
         with self._lock:
-            window = self._measured.get(node)
-            if window is None:
-                window = self._measured[node] = deque(maxlen=MAX_MEASUREMENTS)
+            window = self._measured.setdefault(node, [])
             window.append((arrived_at, offset))
-            newest = max(a for a, _ in window)
-            while window and window[0][0] < newest - WINDOW_SECONDS:
-                window.popleft()
-            if window:  # empty only when this batch arrived a window before the newest
-                estimate = self._estimates[node] = max(o for _, o in window)
-                steady = self._offsets.get(node)
-                if steady is None or abs(estimate - steady) > STEADY_SECONDS:
-                    self._offsets[node] = float(round(estimate))
+            _expire(window)
+            estimate = self._estimates[node] = max(o for _, o in window)
+            value, agreeing = self._candidates.get(node, (estimate, 0))
+            if abs(estimate - value) > STEADY_SECONDS:
+                value, agreeing = estimate, 0
+            self._candidates[node] = (value, agreeing + 1)
+            steady = self._offsets.get(node, 0.0)
+            if agreeing + 1 >= AGREEING_BATCHES and abs(value - steady) > STEADY_SECONDS:
+                self._offsets[node] = float(round(value))
             return self._offsets.get(node, 0.0)
 
     def offset(self, node: str) -> float:
@@ -76,3 +86,18 @@ class NodeClocks:
         """Every measured node's offset estimate in seconds, node ahead positive."""
         with self._lock:
             return dict(self._estimates)
+
+
+def _expire(window: list[tuple[float, float]]) -> None:
+    """Drop measurements that arrived a window before the newest, keeping at least
+    ``SETTLE_SECONDS`` of history; past ``MAX_MEASUREMENTS``, drop the most delayed
+    (lowest offset), which the estimate (the highest) never uses."""
+    newest = max(a for a, _ in window)
+    while (
+        len(window) > 1
+        and window[0][0] < newest - WINDOW_SECONDS
+        and window[1][0] <= newest - SETTLE_SECONDS
+    ):
+        del window[0]
+    if len(window) > MAX_MEASUREMENTS:
+        del window[min(range(len(window)), key=lambda i: window[i][1])]

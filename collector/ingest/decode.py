@@ -29,7 +29,7 @@ except ImportError:  # pragma: no cover - a platform without a zlib-ng wheel
 from agent.model import SCHEMA_VERSION, Batch, GpuSample
 from collector.backend import IngestError, RejectReason
 from collector.config import CollectorSettings, IngestSettings
-from collector.fleet.clocks import NodeClocks
+from collector.fleet.clocks import MAX_OFFSET_SECONDS, NodeClocks
 from collector.ingest.rules import (
     BATCH_RULES,
     FINITE,
@@ -208,17 +208,30 @@ def accept_body(
 ) -> Batch:
     """All that ``POST /v1/batches`` checks of a body, in order: decompress (413 past
     ``server.max_body_bytes``), decode (422), measure the node's clock in ``clocks`` from
-    ``sent_at``, validate against ``ingest`` at ``now`` on the node's clock (422 naming the
-    first problem). A refused batch that decoded names its sample count in the
+    ``sent_at``, validate against ``ingest`` at ``now`` and on the batch's own clock (422
+    naming the first problem). A refused batch that decoded names its sample count in the
     IngestError's ``samples``."""
     batch = decode_batch(body, content_encoding, settings.server.max_body_bytes)
-    offset = 0.0 if clocks is None else clocks.measure(batch.node, batch.sent_at, now)
+    offset = _measure_clock(clocks, batch, now)
     problems = validate_batch(batch, now, settings.ingest, offset)
     if problems:
         err = rejection_error(problems)
         err.samples = len(batch.samples)
         raise err
     return batch
+
+
+def _measure_clock(clocks: NodeClocks | None, batch: Batch, now: float) -> float:
+    """How far this batch's clock is ahead of ``now``, from its ``sent_at``, counted in
+    ``clocks``; 0.0 when ``sent_at`` is no clock: older than the batch's own samples (the
+    agent builds a batch after them), or off by more than ``MAX_OFFSET_SECONDS``."""
+    offset = batch.sent_at - now
+    newest = max((s.timestamp for s in batch.samples), default=-math.inf)
+    if batch.sent_at < newest or not -MAX_OFFSET_SECONDS <= offset <= MAX_OFFSET_SECONDS:
+        return 0.0
+    if clocks is not None:
+        clocks.measure(batch.node, batch.sent_at, now)
+    return offset
 
 
 def rejection_error(problems: list[Rejection]) -> IngestError:

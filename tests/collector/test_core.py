@@ -38,11 +38,8 @@ def sample(t: float, sm: float) -> GpuSample:
 
 
 def batch(seq: int, times: range, sm: float = 0.5, boot: str = "boot-1") -> Batch:
-    """A batch as the agent builds it: ``sent_at`` right after its newest sample."""
-    samples = tuple(sample(t, sm) for t in times)
-    sent_at = max([T0, *(s.timestamp for s in samples)])
     return Batch(schema_version=SCHEMA_VERSION, node="n", agent_boot_id=boot, seq=seq,
-                 sent_at=sent_at, gpus=(INFO,), samples=samples)  # fmt: skip
+                 sent_at=T0, gpus=(INFO,), samples=tuple(sample(t, sm) for t in times))  # fmt: skip
 
 
 def example_rates() -> Rates:
