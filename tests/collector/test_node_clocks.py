@@ -186,6 +186,23 @@ def test_a_hole_nobody_fills_is_unknown_time_after_the_backfill_wait(rig: Rig) -
     assert idle == pytest.approx(290 + 90)
 
 
+@pytest.mark.parametrize("rig", [0.0], indirect=True)
+def test_a_running_agent_met_mid_boot_waits_for_older_batches_then_applies(rig: Rig) -> None:
+    """A collector meeting an agent at seq 500 (started, or restarted with an empty ledger,
+    while the agent ran) cannot know whether batches 1..499 are still coming: the GPU's
+    first readings wait the backfill wait, then apply with nothing lost."""
+    wait = rig.core.fleet.rules.backfill_wait_seconds
+    rig.now[0] = C0 + 100
+    assert rig.post(rig.batch([C0 + t for t in range(0, 101, 10)], seq=500)) == 11
+    rig.now[0] += wait / 2
+    rig.core.applier.tick()
+    assert rig.core.fleet.gpu(INFO.uuid).last is None
+    rig.now[0] += wait
+    rig.core.applier.tick()
+    assert rig.core.fleet.gpu(INFO.uuid).applied_until == C0 + 100
+    assert totals(rig) == pytest.approx((WATTS * 100, 100))
+
+
 def test_a_sample_off_both_the_collector_s_and_the_node_s_clock_is_refused() -> None:
     """Only what fits no sane timeline is refused: a node 400 s ahead is fine, one of its
     samples 400 s ahead of its own batch's clock is not."""
