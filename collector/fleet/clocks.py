@@ -24,6 +24,7 @@ the collector's clock alone.
 
 from __future__ import annotations
 
+import math
 import threading
 
 #: how long (collector clock) a measurement counts towards the node's estimate
@@ -31,6 +32,8 @@ WINDOW_SECONDS = 300.0
 #: a node back after a silence longer than the window keeps its old measurements until
 #: its new ones span this long: the first batches after an outage are its spool's backlog
 SETTLE_SECONDS = 60.0
+#: a node whose last batch is this much older than the fleet's latest leaves estimates()
+FORGET_AFTER_SECONDS = 3600.0
 #: at most this many measurements per node are kept (one per batch)
 MAX_MEASUREMENTS = 128
 #: a clock further off than this (either way) is broken, not skewed: never corrected for
@@ -83,9 +86,19 @@ class NodeClocks:
         return self._offsets.get(node, 0.0)
 
     def estimates(self) -> dict[str, float]:
-        """Every measured node's offset estimate in seconds, node ahead positive."""
+        """Each node's offset estimate in seconds, node ahead positive, for the nodes heard
+        from within ``FORGET_AFTER_SECONDS`` of the latest batch: a node taken out of the
+        fleet leaves /metrics (and stops the skew alert) instead of staying at its last value."""
         with self._lock:
-            return dict(self._estimates)
+            last = {node: max(a for a, _ in w) for node, w in self._measured.items() if w}
+            if not last:
+                return {}
+            newest = max(last.values())
+            return {
+                node: estimate
+                for node, estimate in self._estimates.items()
+                if last.get(node, -math.inf) >= newest - FORGET_AFTER_SECONDS
+            }
 
 
 def _expire(window: list[tuple[float, float]]) -> None:

@@ -245,3 +245,12 @@ def test_a_clock_running_at_another_rate_is_not_corrected() -> None:
     for i in range(20):
         clocks.measure("replay", C0 - 7200 + 60 * i, C0 + 0.05 * i)
     assert clocks.offset("replay") == 0.0
+
+
+def test_a_node_gone_from_the_fleet_leaves_the_offsets_after_an_hour() -> None:
+    clocks = NodeClocks()
+    clocks.measure("gone", C0 - 120, C0)
+    clocks.measure("here", C0 + 1800, C0 + 1800)
+    assert set(clocks.estimates()) == {"gone", "here"}
+    clocks.measure("here", C0 + 3601, C0 + 3601)
+    assert set(clocks.estimates()) == {"here"}
