@@ -91,6 +91,8 @@ class HealthReport:
     #: samples received and durable but not yet applied to fleet state
     pending_samples: int
     detail: str = ""
+    #: node -> how far its clock is ahead of the collector's, in seconds (negative: behind)
+    clock_offsets: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,6 +45,10 @@ class IngestSettings:
     past_tolerance_seconds: float = 7 * 24 * 3600.0
     #: samples are held this long (event time) per GPU so late ones apply in order
     reorder_window_seconds: float = 30.0
+    #: samples after a gap (longer than analysis.stale_after_seconds) wait this long
+    #: (collector clock) for older batches to fill it, as when an agent drains its spool
+    #: out of order; then the gap is accounted as unknown and later fillers are too late
+    backfill_wait_seconds: float = 120.0
     #: ready samples are applied (accounted into memory, their buffers freed) this often
     #: (wall clock); shorter holds fewer samples in memory
     apply_interval_seconds: float = 15.0

@@ -93,6 +93,7 @@ class CollectorService:
             lag_seconds=self.live.lag_seconds(),
             pending_samples=self.live.buffered_samples(),
             detail=detail,
+            clock_offsets=self.live.clocks.estimates(),
         )
 
     def fleet_totals(self) -> FleetTotals:
@@ -149,4 +150,5 @@ def fleet_rules(settings: CollectorSettings) -> FleetRules:
         stale_after_seconds=analysis.stale_after_seconds,
         reorder_window_seconds=settings.ingest.reorder_window_seconds,
         min_episode_seconds=analysis.min_episode_seconds,
+        backfill_wait_seconds=settings.ingest.backfill_wait_seconds,
     )

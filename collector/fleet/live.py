@@ -11,14 +11,18 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
+import logging
 import threading
 from collections.abc import Callable, Iterator
 
 from agent.model import Batch, GpuInfo, GpuSample
+from collector.fleet.clocks import NodeClocks
 from collector.fleet.mig import mig_shares
 from collector.fleet.rules import FleetRules
 from collector.fleet.state import Applied, TrackedGpu
 from collector.records import GpuView, IdleEpisode
+
+log = logging.getLogger(__name__)
 
 
 class LiveFleet:
@@ -35,6 +39,10 @@ class LiveFleet:
         self.lock = threading.RLock()
         self._model_of = model_of
         self._count_late = count_late
+        #: each node's clock against the collector's, measured by ingest
+        self.clocks = NodeClocks()
+        #: nodes whose samples came too late to apply, logged once each
+        self._late_nodes: set[str] = set()
         self._gpus: dict[str, TrackedGpu] = {}
         self._node_labels: dict[str, dict[str, str]] = {}
         #: pending batch id -> how many of its GPUs still have samples to apply
@@ -46,10 +54,17 @@ class LiveFleet:
 
     # -- ingest's side --------------------------------------------------------------------
 
-    def buffer(self, batch_id: int, batch: Batch, replay: bool = False) -> int:
-        """Buffer a stored batch's samples; returns how many were taken. Those too late
-        are counted, except on ``replay`` after a restart (a pending batch's samples
-        applied before the crash)."""
+    def buffer(
+        self,
+        batch_id: int,
+        batch: Batch,
+        replay: bool = False,
+        received_at: float | None = None,
+    ) -> int:
+        """Buffer a stored batch's samples, received at ``received_at`` (collector clock;
+        None: unknown); returns how many were taken. Those too late are counted and
+        logged once per node, except on ``replay`` after a restart (a pending batch's
+        samples applied before the crash)."""
         with self.lock:
             self._node_labels[batch.node] = dict(batch.node_labels)
             for info in batch.gpus:
@@ -64,18 +79,36 @@ class LiveFleet:
             accepted = gpus = 0
             for uuid, samples in by_gpu.items():
                 gpu = self._gpus.get(uuid)
-                queued, newest = gpu.buffer_all(samples, self.rules) if gpu else (0, 0.0)
+                if gpu is None:
+                    continue
+                queued, newest = gpu.buffer_all(samples, self.rules, received_at)
                 if queued:
+                    applied = gpu.last is not None
+                    gpu.backfill.note_batch(applied, batch.agent_boot_id, batch.seq, received_at)
                     accepted += queued
                     gpus += 1
                     heapq.heappush(self._waiting.setdefault(uuid, []), (newest, batch_id))
             if accepted < len(batch.samples) and not replay:
-                self._count_late(len(batch.samples) - accepted)
+                self._late(batch, len(batch.samples) - accepted)
             if gpus:
                 self._pending[batch_id] = gpus
             else:
                 self._done.append(batch_id)
             return accepted
+
+    def _late(self, batch: Batch, samples: int) -> None:
+        self._count_late(samples)
+        if batch.node not in self._late_nodes:
+            self._late_nodes.add(batch.node)
+            log.warning(
+                "node %s: %d samples of batch %s/%d came after newer ones were applied "
+                "(past the reorder window and the backfill wait) and were dropped; counted "
+                "in gpufleet_collector_late_samples_total, logged once per node",
+                batch.node,
+                samples,
+                batch.agent_boot_id,
+                batch.seq,
+            )
 
     def track(self, info: GpuInfo, node: str) -> TrackedGpu:
         """The GPU's state, created or updated to ``info`` on ``node``."""
@@ -148,8 +181,9 @@ class LiveFleet:
 
     def views(self, now: float) -> list[GpuView]:
         """Every GPU and MIG instance with its state at ``now``, by node and index."""
+        offset = self.clocks.offset
         with self.lock:
-            views = [gpu.view(now, self.rules) for gpu in self._gpus.values()]
+            views = [gpu.view(now, self.rules, offset(gpu.node)) for gpu in self._gpus.values()]
         return sorted(views, key=lambda v: (v.node, v.index, v.uuid))
 
     def node_labels(self) -> dict[str, dict[str, str]]:

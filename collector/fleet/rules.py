@@ -1,4 +1,5 @@
-"""The rules every tracked GPU is judged by: idle threshold, staleness, reorder window."""
+"""The rules every tracked GPU is judged by: idle threshold, staleness, reorder window,
+how long a hole waits for the batches that fill it."""
 
 from __future__ import annotations
 
@@ -12,3 +13,5 @@ class FleetRules:
     reorder_window_seconds: float
     #: closed idle episodes shorter than this are not reported (their seconds still count)
     min_episode_seconds: float = 0.0
+    #: readings past a hole wait this long (collector clock) for older batches to fill it
+    backfill_wait_seconds: float = 0.0

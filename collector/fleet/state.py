@@ -21,6 +21,7 @@ from agent.model import GpuInfo, GpuSample
 from collector.analysis.energy import interval_energy
 from collector.analysis.idle import classify_activity
 from collector.fleet.idle_run import IdleRun
+from collector.fleet.ordering import Backfill, window_ready
 from collector.fleet.readings import Holders, Reading
 from collector.fleet.rules import FleetRules
 from collector.fleet.view import view_of
@@ -66,6 +67,10 @@ class TrackedGpu:
     _last_activity: tuple[bool, float, Activity] | None = None
     #: the idle run as of the newest reading (the view's ``idle_since``); None: rebuild it
     _run: IdleRun | None = None
+    #: when this GPU's samples last arrived (collector clock; None: unknown)
+    arrived_at: float | None = None
+    #: what the buffer waits for before applying past a hole (fleet/ordering.py)
+    backfill: Backfill = field(default_factory=Backfill)
 
     @property
     def applied_until(self) -> float:
@@ -76,11 +81,15 @@ class TrackedGpu:
         return self.buffer_all((sample,), rules)[0] == 1
 
     def buffer_all(
-        self, samples: Iterable[GpuSample], rules: FleetRules | None = None
+        self,
+        samples: Iterable[GpuSample],
+        rules: FleetRules | None = None,
+        arrived_at: float | None = None,
     ) -> tuple[int, float]:
-        """Queue this GPU's samples of a batch; those older than what was already applied
-        are too late and dropped. Returns how many were queued and the newest queued
-        timestamp (-inf when none). With ``rules``, the idle run follows them."""
+        """Queue this GPU's samples of a batch that arrived at ``arrived_at`` (collector
+        clock); those older than what was already applied are too late and dropped.
+        Returns how many were queued and the newest queued timestamp (-inf when none).
+        With ``rules``, the idle run follows them."""
         applied = self.last.timestamp if self.last is not None else -math.inf
         newest = self.newest
         newest_ts = newest.timestamp if newest is not None else -math.inf
@@ -110,6 +119,8 @@ class TrackedGpu:
             accepted += 1
         self.newest = newest
         self._run = run
+        if accepted and arrived_at is not None:
+            self.arrived_at = max(arrived_at, self.arrived_at or -math.inf)
         return accepted, batch_newest
 
     def reading(self, sample: GpuSample) -> Reading:
@@ -142,12 +153,10 @@ class TrackedGpu:
     def apply_ready(
         self, rules: FleetRules, flush: bool = False, now: float | None = None
     ) -> Applied:
-        """Apply buffered readings older than the reorder window (all when ``flush``).
-
-        The window is counted from the GPU's newest reading and, when ``now`` is given,
-        from the collector's clock too, so the last readings of a GPU that stopped
-        reporting are applied a window later rather than at shutdown.
-        """
+        """Apply buffered readings past the reorder window (all when ``flush``), up to a
+        hole that batches still on their way may fill (fleet/ordering.py). ``now`` is the
+        collector's clock: without it, readings are judged by event time alone and holes
+        are not held."""
         out = Applied()
         queue = self._buffer
         if not queue or self.newest is None:
@@ -155,11 +164,12 @@ class TrackedGpu:
         if flush:
             ready = len(queue)
         else:
-            newest = self.newest.timestamp if now is None else max(self.newest.timestamp, now)
-            horizon = newest - rules.reorder_window_seconds
-            if queue[0].timestamp > horizon:  # the usual tick: nothing is due yet
+            ready = window_ready(queue, self.newest.timestamp, self.arrived_at, now, rules)
+            if ready and now is not None:
+                last = self.last.timestamp if self.last is not None else None
+                ready = self.backfill.ready(self._buffer, ready, last, now, rules)
+            if not ready:
                 return out
-            ready = bisect.bisect_right(queue, horizon, key=_timestamp)
         self._apply(queue[:ready], rules, out)
         del queue[:ready]
         return out
@@ -261,20 +271,22 @@ class TrackedGpu:
     def open_episode(self) -> IdleEpisode | None:
         return None if self.episode_start is None else self._episode(None)
 
-    def view(self, now: float, rules: FleetRules) -> GpuView:
-        """The GPU's state now, from the newest reading received."""
+    def view(self, now: float, rules: FleetRules, offset_seconds: float = 0.0) -> GpuView:
+        """The GPU's state at ``now`` (collector clock), from the newest reading received,
+        judged on the node's clock (``offset_seconds`` ahead of the collector's); the
+        view's times are on the collector's clock."""
         reading = self.newest
         if reading is None:
             return view_of(self.info, self.node, self.model, GpuState.UNKNOWN, None, None)
         state = GpuState.UNKNOWN
-        if now - reading.timestamp <= rules.stale_after_seconds:
+        if now + offset_seconds - reading.timestamp <= rules.stale_after_seconds:
             activity = self._classify(reading, rules.idle_threshold)
             if activity is Activity.ACTIVE:
                 state = GpuState.ACTIVE
             elif activity is Activity.IDLE:
                 state = GpuState.ALLOCATED_IDLE if reading.holders.refs else GpuState.UNALLOCATED
         idle_since = self._idle_since(reading, rules) if state in _IDLE_STATES else None
-        return view_of(self.info, self.node, self.model, state, reading, idle_since)
+        return view_of(self.info, self.node, self.model, state, reading, idle_since, offset_seconds)
 
     def _idle_since(self, newest: Reading, rules: FleetRules) -> float | None:
         """When the idle run ending at ``newest`` (idle) began, counting buffered readings:

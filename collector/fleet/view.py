@@ -14,9 +14,11 @@ def view_of(
     state: GpuState,
     r: Reading | None,
     idle_since: float | None,
+    offset_seconds: float = 0.0,
 ) -> GpuView:
     """The view of a GPU in ``state`` whose newest reading is ``r`` (None: never read);
-    memory total falls back to the GPU's identity when the reading lacks it."""
+    memory total falls back to the GPU's identity when the reading lacks it. Times are
+    moved from the node's clock (``offset_seconds`` ahead) to the collector's."""
     return GpuView(
         uuid=info.uuid,
         node=node,
@@ -24,9 +26,9 @@ def view_of(
         model=model,
         name=info.name,
         state=state,
-        last_seen=r.timestamp if r is not None else None,
+        last_seen=r.timestamp - offset_seconds if r is not None else None,
         workloads=r.holders.refs if r is not None else (),
-        idle_since=idle_since,
+        idle_since=idle_since - offset_seconds if idle_since is not None else None,
         sm_activity=r.sm_activity if r is not None else None,
         dram_activity=r.dram_activity if r is not None else None,
         power_watts=r.power_watts if r is not None else None,

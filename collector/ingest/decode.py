@@ -29,6 +29,7 @@ except ImportError:  # pragma: no cover - a platform without a zlib-ng wheel
 from agent.model import SCHEMA_VERSION, Batch, GpuSample
 from collector.backend import IngestError, RejectReason
 from collector.config import CollectorSettings, IngestSettings
+from collector.fleet.clocks import MAX_OFFSET_SECONDS, NodeClocks
 from collector.ingest.rules import (
     BATCH_RULES,
     FINITE,
@@ -183,31 +184,54 @@ def _schema_error(version: int) -> IngestError:
     )
 
 
-def validate_batch(batch: Batch, now: float, settings: IngestSettings) -> list[Rejection]:
+def validate_batch(
+    batch: Batch, now: float, settings: IngestSettings, offset_seconds: float = 0.0
+) -> list[Rejection]:
     """Every problem in a decoded batch (at most MAX_REJECTIONS); empty when it is fine.
 
-    ``now`` is the collector's clock. Checks: schema version; the value rules of
+    ``now`` is the collector's clock, ``offset_seconds`` how far the node's clock is ahead
+    of it (fleet/clocks.py). Checks: schema version; the value rules of
     collector/ingest/rules.py (identity, finite and non-negative power, energy, clocks and
-    counters, activities in [0, 1]); timestamps within the configured tolerances; every
-    sample's GPU listed once in ``batch.gpus``.
+    counters, activities in [0, 1]); timestamps within the configured tolerances of the
+    collector's clock or of the node's (a skewed node's samples are placed by its offset);
+    every sample's GPU listed once in ``batch.gpus``.
     """
-    return list(islice(_batch_problems(batch, now, settings), MAX_REJECTIONS))
+    return list(islice(_batch_problems(batch, now, settings, offset_seconds), MAX_REJECTIONS))
 
 
 def accept_body(
-    body: bytes, content_encoding: str | None, now: float, settings: CollectorSettings
+    body: bytes,
+    content_encoding: str | None,
+    now: float,
+    settings: CollectorSettings,
+    clocks: NodeClocks | None = None,
 ) -> Batch:
     """All that ``POST /v1/batches`` checks of a body, in order: decompress (413 past
-    ``server.max_body_bytes``), decode (422), validate against ``ingest`` at ``now`` (422
+    ``server.max_body_bytes``), decode (422), measure the node's clock in ``clocks`` from
+    ``sent_at``, validate against ``ingest`` at ``now`` and on the batch's own clock (422
     naming the first problem). A refused batch that decoded names its sample count in the
     IngestError's ``samples``."""
     batch = decode_batch(body, content_encoding, settings.server.max_body_bytes)
-    problems = validate_batch(batch, now, settings.ingest)
+    offset = _measure_clock(clocks, batch, now)
+    problems = validate_batch(batch, now, settings.ingest, offset)
     if problems:
         err = rejection_error(problems)
         err.samples = len(batch.samples)
         raise err
     return batch
+
+
+def _measure_clock(clocks: NodeClocks | None, batch: Batch, now: float) -> float:
+    """How far this batch's clock is ahead of ``now``, from its ``sent_at``, counted in
+    ``clocks``; 0.0 when ``sent_at`` is no clock: older than the batch's own samples (the
+    agent builds a batch after them), or off by more than ``MAX_OFFSET_SECONDS``."""
+    offset = batch.sent_at - now
+    newest = max((s.timestamp for s in batch.samples), default=-math.inf)
+    if batch.sent_at < newest or not -MAX_OFFSET_SECONDS <= offset <= MAX_OFFSET_SECONDS:
+        return 0.0
+    if clocks is not None:
+        clocks.measure(batch.node, batch.sent_at, now)
+    return offset
 
 
 def rejection_error(problems: list[Rejection]) -> IngestError:
@@ -217,7 +241,9 @@ def rejection_error(problems: list[Rejection]) -> IngestError:
     return IngestError(422, first.message + more, first.field, first.reason)
 
 
-def _batch_problems(batch: Batch, now: float, settings: IngestSettings) -> Iterator[Rejection]:
+def _batch_problems(
+    batch: Batch, now: float, settings: IngestSettings, offset: float
+) -> Iterator[Rejection]:
     """The walk over a batch. A ``CheckedBatch`` met every rule of the table as it decoded,
     so for one the walk checks only the rules that involve more than a value: most batches
     are clean, and this loop is on the collector's hot path."""
@@ -234,13 +260,14 @@ def _batch_problems(batch: Batch, now: float, settings: IngestSettings) -> Itera
         if not values_checked:
             yield from _value_problems(f"$.gpus[{i}]", info, GPU_RULES, info.uuid or None)
         known.add(info.uuid)
-    oldest = now - settings.past_tolerance_seconds
-    newest = now + settings.future_tolerance_seconds
+    # placed on the collector's clock or on the node's: what fits neither is refused
+    oldest = now + min(offset, 0.0) - settings.past_tolerance_seconds
+    newest = now + max(offset, 0.0) + settings.future_tolerance_seconds
     for i, sample in enumerate(batch.samples):
         if sample.gpu_uuid not in known:
             yield _unknown_gpu(f"$.samples[{i}]", sample.gpu_uuid)
         if not oldest <= sample.timestamp <= newest:  # NaN fails both comparisons
-            yield _timestamp_problem(f"$.samples[{i}]", sample, now, settings)
+            yield _timestamp_problem(f"$.samples[{i}]", sample, now, settings, offset)
         if not values_checked:
             yield from _sample_problems(f"$.samples[{i}]", sample)
 
@@ -272,25 +299,28 @@ def _unknown_gpu(path: str, uuid: str) -> Rejection:
 
 
 def _timestamp_problem(
-    path: str, sample: GpuSample, now: float, settings: IngestSettings
+    path: str, sample: GpuSample, now: float, settings: IngestSettings, offset: float
 ) -> Rejection:
-    """What is wrong with a timestamp outside ``now``'s tolerance window."""
+    """What is wrong with a timestamp outside the tolerance window of ``now`` and of the
+    node's clock (``now + offset``)."""
     field, value, uuid = f"{path}.timestamp", sample.timestamp, sample.gpu_uuid
     if not math.isfinite(value):
         return _invalid(field, value, uuid, FINITE.words)
-    if value > now + settings.future_tolerance_seconds:
+    node_clock = f"; the node's clock is {offset:+.0f} s off the collector's" if offset else ""
+    if value > now + max(offset, 0.0) + settings.future_tolerance_seconds:
         return Rejection(
             RejectReason.FUTURE_TIMESTAMP,
             field,
             f"{field} = {value!r} (GPU {uuid}) is {value - now:.0f} s ahead of the collector's "
-            f"clock (tolerance {settings.future_tolerance_seconds:g} s); check the node's clock",
+            f"clock (tolerance {settings.future_tolerance_seconds:g} s{node_clock}); "
+            "check the node's clock and the batch's sent_at",
             uuid,
         )
     return Rejection(
         RejectReason.PAST_TIMESTAMP,
         field,
         f"{field} = {value!r} (GPU {uuid}) is {now - value:.0f} s old "
-        f"(tolerance {settings.past_tolerance_seconds:g} s)",
+        f"(tolerance {settings.past_tolerance_seconds:g} s{node_clock})",
         uuid,
     )
 

@@ -87,10 +87,11 @@ class IngestQueue:
         each buffered. A refused batch fails alone; a failed ledger write fails the rest."""
         outcomes: list[BatchAck | BaseException] = []
         valid: list[tuple[int, Batch]] = []
+        clocks = self.fleet.clocks
         for i, item in enumerate(group):
             try:
                 batch = accept_body(
-                    item.body, item.content_encoding, item.received_at, self.settings
+                    item.body, item.content_encoding, item.received_at, self.settings, clocks
                 )
             except IngestError as err:
                 outcomes.append(err)
@@ -130,7 +131,7 @@ class IngestQueue:
         # durable and pending: after a crash ``restore`` replays it, and a tick deletes
         # only batches it has buffered
         try:
-            accepted = self.fleet.buffer(batch_id, batch)
+            accepted = self.fleet.buffer(batch_id, batch, received_at=item.received_at)
         except Exception as err:  # this batch alone: the others of the group are fine
             log.exception("buffering batch %s of %s failed", batch.seq, batch.node)
             return err

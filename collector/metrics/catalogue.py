@@ -196,6 +196,14 @@ LAG = MetricSpec(
     (),
     "How far applied event time trails the newest received sample.",
 )
+NODE_CLOCK_OFFSET = MetricSpec(
+    "gpufleet_node_clock_offset_seconds",
+    "gauge",
+    "seconds",
+    ("node",),
+    "How far the node's clock is ahead of the collector's (negative: behind), measured "
+    "from its batches' sent_at; staleness and windows are corrected by it.",
+)
 LEDGER_UP = MetricSpec(
     "gpufleet_collector_ledger_up",
     "gauge",
@@ -302,6 +310,7 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     LAST_INGEST,
     PENDING_SAMPLES,
     LAG,
+    NODE_CLOCK_OFFSET,
     LEDGER_UP,
     EXPORT_ERRORS,
     *NOTIFY,

@@ -267,5 +267,6 @@ def health_families(health: HealthReport) -> list[Metric]:
         filled(cat.LAST_INGEST, last),
         filled(cat.PENDING_SAMPLES, {(): float(health.pending_samples)}),
         filled(cat.LAG, {(): health.lag_seconds}),
+        filled(cat.NODE_CLOCK_OFFSET, {(n,): o for n, o in health.clock_offsets.items()}),
         filled(cat.LEDGER_UP, {(): 1.0 if health.ledger_ok else 0.0}),
     ]

@@ -10,12 +10,16 @@ history.
 from __future__ import annotations
 
 import socket
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import httpx
+import msgspec
 import uvicorn
 
 from agent.config import ShipperSettings
+from agent.model import GpuInfo, GpuSample
 from agent.sampler import Sampler
 from agent.shipper import Shipper
 from agent.sources.simulated.hardware import gpu_model
@@ -72,32 +76,95 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+class SkewedClock:
+    """A node's wall clock: the simulated one, ``offset_seconds`` ahead (negative: behind)."""
+
+    def __init__(self, clock: SimClock, offset_seconds: float) -> None:
+        self.clock, self.offset_seconds = clock, offset_seconds
+
+    def __call__(self) -> float:
+        return self.clock() + self.offset_seconds
+
+
+class SkewedNode:
+    """A simulated node read by an agent whose clock is ``offset_seconds`` off: the GPUs do
+    what they truly do at the true time, and the samples carry the node's clock."""
+
+    def __init__(self, node: SimulatedNode, offset_seconds: float) -> None:
+        self.node, self.offset_seconds = node, offset_seconds
+
+    def discover(self) -> list[GpuInfo]:
+        return self.node.discover()
+
+    def read(self, now: float) -> list[GpuSample]:
+        true_now = now - self.offset_seconds
+        return [
+            msgspec.structs.replace(s, timestamp=s.timestamp + self.offset_seconds)
+            for s in self.node.read(true_now)
+        ]
+
+    def close(self) -> None:
+        self.node.close()
+
+
+class Outage(httpx.BaseTransport):
+    """The agent's network: real HTTP, or "connection refused" while ``down``."""
+
+    def __init__(self) -> None:
+        self.down = False
+        self._real = httpx.HTTPTransport()
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if self.down:
+            raise httpx.ConnectError("simulated outage: collector unreachable", request=request)
+        return self._real.handle_request(request)
+
+    def close(self) -> None:
+        self._real.close()
+
+
 @dataclass
 class Agent:
     sampler: Sampler
     shipper: Shipper
     stats: AgentStats
+    network: Outage = field(default_factory=Outage)
 
 
 def build_agent(
-    node: SimulatedNode, url: str, clock: SimClock, step_seconds: float, spool_dir: Path
+    node: SimulatedNode,
+    url: str,
+    clock: SimClock,
+    step_seconds: float,
+    spool_dir: Path,
+    offset_seconds: float = 0.0,
 ) -> Agent:
-    """The real agent parts for one simulated node, stamping samples with ``clock``."""
+    """The real agent parts for one simulated node, stamping samples with ``clock`` (moved
+    by ``offset_seconds``: the node's clock), over a network that can go down."""
     stats = AgentStats()
     settings = ShipperSettings(url=url, token=TOKEN, spool_dir=spool_dir)
-    shipper = Shipper(settings, node.name, stats, clock=clock)
-    sampler = Sampler(node, stats, step_seconds, sink=shipper, clock=clock)
-    return Agent(sampler, shipper, stats)
+    network = Outage()
+    node_clock = SkewedClock(clock, offset_seconds) if offset_seconds else clock
+    shipper = Shipper(settings, node.name, stats, transport=network, clock=node_clock)
+    source = SkewedNode(node, offset_seconds) if offset_seconds else node
+    sampler = Sampler(source, stats, step_seconds, sink=shipper, clock=node_clock)
+    return Agent(sampler, shipper, stats, network)
 
 
 class FleetRig:
     """``fleet`` sampled every ``step_seconds`` of simulated time from its epoch.
 
-    Agents flush and the collector applies and evaluates every ``ship_every`` ticks.
+    Agents flush and the collector applies and evaluates every ``ship_every`` ticks. A node
+    in ``clock_offsets`` runs its agent on a clock that many seconds off the collector's.
     """
 
     def __init__(
-        self, fleet: SimulatedFleet, workdir: Path, step_seconds: float, ship_every: int
+        self,
+        fleet: SimulatedFleet,
+        workdir: Path,
+        step_seconds: float,
+        ship_every: int,
+        clock_offsets: Mapping[str, float] | None = None,
     ) -> None:
         self.fleet = fleet
         self.step_seconds = step_seconds
@@ -115,8 +182,16 @@ class FleetRig:
         self.collector: Collector = build_collector(
             self.settings, self.clock, tokens=frozenset([TOKEN])
         )
+        offsets = clock_offsets or {}
         self.agents = [
-            build_agent(node, self.url, self.clock, step_seconds, workdir / "spool" / node.name)
+            build_agent(
+                node,
+                self.url,
+                self.clock,
+                step_seconds,
+                workdir / "spool" / node.name,
+                offsets.get(node.name, 0.0),
+            )
             for node in fleet.nodes
         ]
         self.server: uvicorn.Server | None = None
@@ -137,9 +212,12 @@ class FleetRig:
     def now(self) -> float:
         return self.clock()
 
+    def agent(self, node: str) -> Agent:
+        return next(a for a, n in zip(self.agents, self.fleet.nodes, strict=True) if n.name == node)
+
     def run_until(self, end: float) -> None:
         """Sample every step up to and including ``end``; ship and apply on the way."""
-        t = self.clock() if self.ticks else self.start
+        t = self.start + self.ticks * self.step_seconds  # the next step not sampled yet
         while t <= end + 1e-9:
             self.clock.set(t)
             for agent in self.agents:

@@ -110,6 +110,8 @@ class FakeBackend:
     recs: dict[str, Recommendation] = field(default_factory=dict)
     totals: FleetTotals = field(default_factory=lambda: FleetTotals("CNY"))
     healthy: bool = True
+    #: node -> clock offset (seconds, node ahead positive), as the live fleet measures it
+    clock_offsets: dict[str, float] = field(default_factory=dict)
     fail_ingest: bool = False
     #: what ``submit`` checks bodies against (the real collector's are its settings)
     settings: CollectorSettings = field(default_factory=CollectorSettings)
@@ -179,7 +181,7 @@ class FakeBackend:
     def health(self) -> HealthReport:
         last = self.ingested[-1][2] if self.ingested else None
         detail = "" if self.healthy else "database is locked"
-        return HealthReport(self.healthy, last, 2.5, 7, detail)
+        return HealthReport(self.healthy, last, 2.5, 7, detail, dict(self.clock_offsets))
 
     def fleet_totals(self) -> FleetTotals:
         return self.totals

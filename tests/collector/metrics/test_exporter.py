@@ -96,7 +96,8 @@ def fleet_backend() -> FakeBackend:
         "r2": make_recommendation("r2", RecommendationKind.RELEASE_IDLE, 100.0),
         "r3": replace(dismissed, status=RecommendationStatus.DISMISSED),
     }
-    return FakeBackend(views=views, recs=recs, totals=totals)
+    offsets = {"n1": -120.25, "n2": 400.0}  # n1 behind the collector's clock, n2 ahead
+    return FakeBackend(views=views, recs=recs, totals=totals, clock_offsets=offsets)
 
 
 def scrape(backend: FakeBackend, rates: FixedRates | None = None) -> str:
