@@ -210,6 +210,11 @@ class GpuView:
     mig_parent_uuid: str | None = None
     mig_profile: str | None = None
     healthy: bool = True
+    #: the share of its model's price this GPU carries: 1 for a whole GPU, a MIG slice's
+    #: share of its parent, a MIG parent's unpartitioned remainder (0 when fully split)
+    price_fraction: float = 1.0
+    #: True for a MIG-enabled physical GPU (its state comes from its slices)
+    mig_enabled: bool = False
 
     def idle_seconds(self, now: float) -> float:
         return 0.0 if self.idle_since is None else max(0.0, now - self.idle_since)

@@ -125,7 +125,9 @@ class CollectorCore:
     ) -> CollectorCore:
         """The parts, wired, and the live fleet restored from ``ledger``."""
         stats, observers = IngestStats(), Observers()
-        fleet = LiveFleet(fleet_rules(settings), rates.model_of, stats.count_late)
+        fleet = LiveFleet(
+            fleet_rules(settings), rates.model_of, stats.count_late, rates.slice_fraction
+        )
         accountant = Accountant(rates)
         queue = IngestQueue(settings, ledger, fleet, stats, observers)
         commit_every = settings.ingest.commit_interval_seconds

@@ -15,7 +15,8 @@ import threading
 from collections.abc import Callable, Iterator
 
 from agent.model import Batch, GpuInfo, GpuSample
-from collector.fleet.mig import mig_shares
+from collector.analysis.mig_price import unpartitioned_fraction
+from collector.fleet.mig import SliceHistory, parent_view, split_parent_intervals
 from collector.fleet.rules import FleetRules
 from collector.fleet.state import Applied, TrackedGpu
 from collector.records import GpuView, IdleEpisode
@@ -23,19 +24,25 @@ from collector.records import GpuView, IdleEpisode
 
 class LiveFleet:
     """The per-GPU state of every node. ``model_of`` names a GPU's model for pricing;
-    ``count_late(samples)`` is told of samples that came too late to apply."""
+    ``count_late(samples)`` is told of samples that came too late to apply;
+    ``slice_fraction_of`` gives a MIG slice's share of its parent's price (1.0: whole)."""
 
     def __init__(
         self,
         rules: FleetRules,
         model_of: Callable[[GpuInfo], str],
         count_late: Callable[[int], None],
+        slice_fraction_of: Callable[[GpuInfo], float] | None = None,
     ) -> None:
         self.rules = rules
         self.lock = threading.RLock()
         self._model_of = model_of
         self._count_late = count_late
+        self._slice_fraction_of = slice_fraction_of or (lambda _: 1.0)
         self._gpus: dict[str, TrackedGpu] = {}
+        #: MIG parent uuid -> its slices' uuids, and each slice's readings for the split
+        self._slices: dict[str, set[str]] = {}
+        self._histories: dict[str, SliceHistory] = {}
         self._node_labels: dict[str, dict[str, str]] = {}
         #: pending batch id -> how many of its GPUs still have samples to apply
         self._pending: dict[int, int] = {}
@@ -88,19 +95,44 @@ class LiveFleet:
                     self._gpus[info.uuid] = gpu
                 else:  # a GPU moved or its identity changed (driver update): keep history
                     gpu.info, gpu.node, gpu.model = info, node, model
+                self._price_share(gpu)
             return gpu
+
+    def _price_share(self, gpu: TrackedGpu) -> None:
+        """Set what share of its price ``gpu`` carries, and its MIG parent's remainder."""
+        info = gpu.info
+        if info.mig_parent_uuid is not None:
+            gpu.price_fraction = self._slice_fraction_of(info)
+            self._slices.setdefault(info.mig_parent_uuid, set()).add(info.uuid)
+            self._histories.setdefault(info.uuid, SliceHistory())
+            parent = self._gpus.get(info.mig_parent_uuid)
+        else:
+            parent = gpu if info.mig_enabled else None
+        if parent is not None:
+            slices = self._slices.get(parent.info.uuid, set())
+            parent.price_fraction = unpartitioned_fraction(
+                self._gpus[u].price_fraction for u in slices if u in self._gpus
+            )
 
     # -- the applier's side (with ``lock`` held) ------------------------------------------
 
     def apply_ready(self, flush: bool, now: float) -> Iterator[tuple[TrackedGpu, Applied]]:
         """Each GPU's readings past the reorder window (all on ``flush``), applied: MIG
-        parents after their instances, whose holders get the parent's energy. Yields only
-        GPUs that applied samples; the caller holds ``lock`` while it iterates."""
+        parents after their instances, whose holders get the parent's energy interval by
+        interval. Yields only GPUs that applied samples; the caller holds ``lock`` while
+        it iterates."""
         mig_parents = []
         for gpu in self._gpus.values():
             if gpu.info.mig_enabled:
                 mig_parents.append(gpu)
-            elif gpu.buffered and (result := self._apply(gpu, flush, now)) is not None:
+            elif gpu.buffered:
+                before = gpu.last  # after a restart: the cursor's, in force until the next
+                if (result := self._apply(gpu, flush, now)) is None:
+                    continue
+                if (history := self._histories.get(gpu.info.uuid)) is not None:
+                    if not history.readings and before is not None:
+                        history.extend((before,))
+                    history.extend(result.samples)
                 yield gpu, result
         for gpu in mig_parents:
             if gpu.buffered and (result := self._apply(gpu, flush, now)) is not None:
@@ -108,9 +140,11 @@ class LiveFleet:
 
     def _apply(self, gpu: TrackedGpu, flush: bool, now: float) -> Applied | None:
         result = gpu.apply_ready(self.rules, flush=flush, now=now)
-        if gpu.info.mig_enabled and (shares := mig_shares(gpu, self._gpus.values())):
-            for interval in result.intervals:
-                interval.shares = shares
+        if gpu.info.mig_enabled and (uuids := self._slices.get(gpu.info.uuid)):
+            slices = [(u, self._histories[u]) for u in sorted(uuids)]
+            split_parent_intervals(result.intervals, slices)
+            for _, history in slices:
+                history.forget_before(gpu.applied_until)
         if result.late:
             self._count_late(result.late)
         if result.samples or result.late:
@@ -149,8 +183,11 @@ class LiveFleet:
     def views(self, now: float) -> list[GpuView]:
         """Every GPU and MIG instance with its state at ``now``, by node and index."""
         with self.lock:
-            views = [gpu.view(now, self.rules) for gpu in self._gpus.values()]
-        return sorted(views, key=lambda v: (v.node, v.index, v.uuid))
+            views = {uuid: gpu.view(now, self.rules) for uuid, gpu in self._gpus.items()}
+            for parent, slices in self._slices.items():
+                if (view := views.get(parent)) is not None:
+                    views[parent] = parent_view(view, [views[u] for u in sorted(slices)])
+        return sorted(views.values(), key=lambda v: (v.node, v.index, v.uuid))
 
     def node_labels(self) -> dict[str, dict[str, str]]:
         """Each node's labels from its latest batch (``region`` places it on the grid)."""

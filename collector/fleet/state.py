@@ -52,6 +52,9 @@ class TrackedGpu:
     info: GpuInfo
     node: str
     model: str
+    #: the share of its model's price this GPU carries (a MIG slice's share of its
+    #: parent, a MIG parent's unpartitioned remainder; collector/analysis/mig_price.py)
+    price_fraction: float = 1.0
     last: Reading | None = None  # last applied reading
     newest: Reading | None = None  # newest received reading (may still be buffered)
     episode_start: float | None = None
@@ -265,7 +268,9 @@ class TrackedGpu:
         """The GPU's state now, from the newest reading received."""
         reading = self.newest
         if reading is None:
-            return view_of(self.info, self.node, self.model, GpuState.UNKNOWN, None, None)
+            return view_of(
+                self.info, self.node, self.model, GpuState.UNKNOWN, None, None, self.price_fraction
+            )
         state = GpuState.UNKNOWN
         if now - reading.timestamp <= rules.stale_after_seconds:
             activity = self._classify(reading, rules.idle_threshold)
@@ -274,7 +279,9 @@ class TrackedGpu:
             elif activity is Activity.IDLE:
                 state = GpuState.ALLOCATED_IDLE if reading.holders.refs else GpuState.UNALLOCATED
         idle_since = self._idle_since(reading, rules) if state in _IDLE_STATES else None
-        return view_of(self.info, self.node, self.model, state, reading, idle_since)
+        return view_of(
+            self.info, self.node, self.model, state, reading, idle_since, self.price_fraction
+        )
 
     def _idle_since(self, newest: Reading, rules: FleetRules) -> float | None:
         """When the idle run ending at ``newest`` (idle) began, counting buffered readings:

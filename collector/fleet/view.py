@@ -14,6 +14,7 @@ def view_of(
     state: GpuState,
     r: Reading | None,
     idle_since: float | None,
+    price_fraction: float = 1.0,
 ) -> GpuView:
     """The view of a GPU in ``state`` whose newest reading is ``r`` (None: never read);
     memory total falls back to the GPU's identity when the reading lacks it."""
@@ -36,4 +37,6 @@ def view_of(
         mig_parent_uuid=info.mig_parent_uuid,
         mig_profile=info.mig_profile,
         healthy=r.healthy if r is not None else True,
+        price_fraction=price_fraction,
+        mig_enabled=info.mig_enabled,
     )

@@ -64,29 +64,19 @@ class RuleContext:
         )
 
     def gpu_price(self, view: GpuView) -> float:
-        """Hourly price of a GPU at its plan; a MIG instance costs its slice of the parent."""
+        """Hourly price of a GPU at its plan; a MIG slice costs its share of the parent
+        and the parent what no slice covers (``GpuView.price_fraction``)."""
         entry = self.prices.model_price(view.model, view.node)
         if entry is None:
             return 0.0
-        return entry.per_gpu_hour(entry.current_plan) * self._slice_fraction(view)
-
-    def _slice_fraction(self, view: GpuView) -> float:
-        parent = self.policy.catalogue.get(view.model)
-        if view.mig_profile is None or parent is None:
-            return 1.0
-        for profile in parent.mig_profiles:
-            if profile.name == view.mig_profile:
-                return profile.price_fraction(parent.memory_bytes)
-        if view.memory_total_bytes:
-            return min(1.0, view.memory_total_bytes / parent.memory_bytes)
-        return 1.0
+        return entry.per_gpu_hour(entry.current_plan) * view.price_fraction
 
     def idle_watts(self, view: GpuView) -> float:
         """The power the GPU draws now, else its model's typical idle power."""
         if view.power_watts is not None:
             return view.power_watts
         model = self.policy.catalogue.get(view.model)
-        return model.idle_watts * self._slice_fraction(view) if model else 0.0
+        return model.idle_watts * view.price_fraction if model else 0.0
 
 
 def make(

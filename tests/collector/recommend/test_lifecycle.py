@@ -80,10 +80,13 @@ def test_shared_idle_gpu_counts_half_for_each_holder() -> None:
 
 
 def test_mig_instance_costs_its_slice() -> None:
+    """The live fleet sets a slice's share (3g: 3/7 of the compute, the default basis;
+    tests/collector/test_mig.py); the rule prices the view by it."""
     view = gpu("MIG-1", GpuState.ALLOCATED_IDLE, WINDOW, holders=(NOTEBOOK,))
-    mig = GpuView(**{**{f: getattr(view, f) for f in GpuView.__slots__}, "mig_profile": "3g.40gb"})
+    fields = {f: getattr(view, f) for f in GpuView.__slots__}
+    mig = GpuView(**{**fields, "mig_profile": "3g.40gb", "price_fraction": 3 / 7})
     [rec] = run([mig])
-    assert rec.savings.money_per_hour == pytest.approx(6.88 * 0.5)  # max(3/7, 40/80)
+    assert rec.savings.money_per_hour == pytest.approx(6.88 * 3 / 7)
 
 
 def test_scale_down_unallocated_gpus_and_whole_nodes() -> None:
