@@ -188,6 +188,20 @@ class Recommendation:
 
 
 @dataclass(frozen=True, slots=True)
+class DuplicateGpu:
+    """A GPU uuid that a second node claimed while ``node`` still reported it (a cloned
+    VM image, a misconfigured replay, a spoofed agent): ``claimed_by``'s batches were
+    refused; times are the collector's arrival times (Unix seconds)."""
+
+    uuid: str
+    node: str
+    claimed_by: str
+    first_refused_at: float
+    last_refused_at: float
+    batches_refused: int
+
+
+@dataclass(frozen=True, slots=True)
 class GpuView:
     """One GPU (or MIG instance) as the fleet sees it now; built by fleet.py, read by
     recommend.py, the API and the exporter."""

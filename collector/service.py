@@ -28,7 +28,7 @@ from collector.ingest.stats import IngestStats
 from collector.ledger.observers import Observers
 from collector.ledger.store import Ledger, LedgerError
 from collector.recommend.recommender import Recommender
-from collector.records import GpuView, Recommendation, RecommendationStatus
+from collector.records import DuplicateGpu, GpuView, Recommendation, RecommendationStatus
 
 
 class CollectorService:
@@ -59,6 +59,9 @@ class CollectorService:
 
     def fleet(self, now: float) -> list[GpuView]:
         return self.live.views(now)
+
+    def duplicate_gpus(self) -> list[DuplicateGpu]:
+        return self.live.duplicates.all()
 
     def workloads(self, start: float, end: float) -> list[WorkloadReport]:
         return reports.workload_reports(

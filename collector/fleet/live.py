@@ -16,10 +16,11 @@ from collections.abc import Callable, Iterator
 
 from agent.model import Batch, GpuInfo, GpuSample
 from collector.analysis.mig_price import unpartitioned_fraction
+from collector.fleet.claims import CLAIM_HOLD_SECONDS, DuplicateClaims
 from collector.fleet.mig import SliceHistory, parent_view, split_parent_intervals
 from collector.fleet.rules import FleetRules
 from collector.fleet.state import Applied, TrackedGpu
-from collector.records import GpuView, IdleEpisode
+from collector.records import DuplicateGpu, GpuView, IdleEpisode
 
 
 class LiveFleet:
@@ -43,6 +44,7 @@ class LiveFleet:
         #: MIG parent uuid -> its slices' uuids, and each slice's readings for the split
         self._slices: dict[str, set[str]] = {}
         self._histories: dict[str, SliceHistory] = {}
+        self.duplicates = DuplicateClaims()
         self._node_labels: dict[str, dict[str, str]] = {}
         #: pending batch id -> how many of its GPUs still have samples to apply
         self._pending: dict[int, int] = {}
@@ -52,6 +54,29 @@ class LiveFleet:
         self._done: list[int] = []
 
     # -- ingest's side --------------------------------------------------------------------
+
+    def refuse_duplicate(
+        self, batch: Batch, received_at: float, claimed: dict[str, str]
+    ) -> tuple[int, DuplicateGpu] | None:
+        """The first GPU of ``batch`` (its index in ``batch.gpus``) that another node still
+        has, recorded as refused; None when the batch may be taken. A node has a GPU while
+        its newest reading is within ``CLAIM_HOLD_SECONDS`` of the batch's newest sample,
+        or when ``claimed`` (uuid -> node, the batches taken so far in this group) says."""
+        newest = max((s.timestamp for s in batch.samples), default=batch.sent_at)
+        with self.lock:
+            for i, info in enumerate(batch.gpus):
+                owner = claimed.get(info.uuid) or self._holder(info.uuid, newest)
+                if owner is not None and owner != batch.node:
+                    return i, self.duplicates.refuse(info.uuid, owner, batch.node, received_at)
+        return None
+
+    def _holder(self, uuid: str, newest: float) -> str | None:
+        """The node that has ``uuid`` as of event time ``newest``: it reported the GPU
+        within ``CLAIM_HOLD_SECONDS`` (or later: a clone replaying older samples)."""
+        gpu = self._gpus.get(uuid)
+        if gpu is None or gpu.newest is None:
+            return None
+        return gpu.node if newest - gpu.newest.timestamp <= CLAIM_HOLD_SECONDS else None
 
     def buffer(self, batch_id: int, batch: Batch, replay: bool = False) -> int:
         """Buffer a stored batch's samples; returns how many were taken. Those too late
