@@ -57,18 +57,21 @@ class LiveFleet:
 
     def refuse_duplicate(
         self, batch: Batch, received_at: float, claimed: dict[str, str]
-    ) -> tuple[int, DuplicateGpu] | None:
-        """The first GPU of ``batch`` (its index in ``batch.gpus``) that another node still
-        has, recorded as refused; None when the batch may be taken. A node has a GPU while
-        its newest reading is within ``CLAIM_HOLD_SECONDS`` of the batch's newest sample,
-        or when ``claimed`` (uuid -> node, the batches taken so far in this group) says."""
+    ) -> list[tuple[int, DuplicateGpu]]:
+        """The GPUs of ``batch`` (with their index in ``batch.gpus``) that another node
+        still has, each recorded as refused; empty when the batch may be taken. A node
+        has a GPU while its newest reading is within ``CLAIM_HOLD_SECONDS`` of the
+        batch's newest sample, or when ``claimed`` (uuid -> node, the batches taken so
+        far in this group) says."""
         newest = max((s.timestamp for s in batch.samples), default=batch.sent_at)
+        found = []
         with self.lock:
             for i, info in enumerate(batch.gpus):
                 owner = claimed.get(info.uuid) or self._holder(info.uuid, newest)
                 if owner is not None and owner != batch.node:
-                    return i, self.duplicates.refuse(info.uuid, owner, batch.node, received_at)
-        return None
+                    dup = self.duplicates.refuse(info.uuid, owner, batch.node, received_at)
+                    found.append((i, dup))
+        return found
 
     def _holder(self, uuid: str, newest: float) -> str | None:
         """The node that has ``uuid`` as of event time ``newest``: it reported the GPU

@@ -124,19 +124,20 @@ class IngestQueue:
         """Raise a 409 when another node still reports one of ``batch``'s GPUs; the first
         node's figures stay its own (collector/fleet/claims.py)."""
         found = self.fleet.refuse_duplicate(batch, received_at, claimed)
-        if found is None:
+        if not found:
             return
-        index, dup = found
+        index, dup = found[0]
         if dup.batches_refused == 1:  # once per (uuid, node): a clone posts every minute
             log.warning(
                 "GPU %s claimed by node %s while node %s reports it: refused", dup.uuid,
                 dup.claimed_by, dup.node,
             )  # fmt: skip
+        more = f" (and {len(found) - 1} more of its GPUs)" if len(found) > 1 else ""
         err = IngestError(
             409,
-            f"GPU {dup.uuid} is reported by node {dup.node!r}; node {batch.node!r} claims it "
-            "too (a cloned VM image or a misconfigured agent?). Batch refused: give each "
-            "node its own GPUs and name (see /v1/fleet duplicate_gpus)",
+            f"GPU {dup.uuid}{more} is reported by node {dup.node!r}; node {batch.node!r} "
+            "claims it too (a cloned VM image or a misconfigured agent?). Batch refused: "
+            "give each node its own GPUs and name (see /v1/fleet duplicate_gpus)",
             field=f"$.gpus[{index}].uuid",
             reason=RejectReason.DUPLICATE_GPU,
         )
