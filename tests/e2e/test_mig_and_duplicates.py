@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from agent.sources.simulated.mig import MigLayout, SliceSlot
+from agent.sources.simulated.mig import EXAMPLE_LAYOUTS
 from agent.sources.simulated.source import ActivityKind, SimulatedFleet, SimulatedNode
 from collector.config import AnalysisSettings
 from collector.records import IdleEpisode, RecommendationKind
@@ -35,18 +35,11 @@ WINDOW_SECONDS = ANALYSIS.idle_window_seconds
 EVALUATION_SECONDS = ANALYSIS.evaluation_interval_seconds
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 H100_PRICE = 6.88  # the example price book's on-demand price
-TRAIN, INFER, NOTE, STUCK = (ActivityKind.TRAINING, ActivityKind.INFERENCE,
-                             ActivityKind.NOTEBOOK, ActivityKind.STUCK)  # fmt: skip
-LAYOUTS = (
-    MigLayout("H100", (SliceSlot("3g.40gb", TRAIN), SliceSlot("2g.20gb", INFER),
-                       SliceSlot("1g.10gb", STUCK), SliceSlot("1g.10gb"))),
-    MigLayout("H100", (SliceSlot("4g.40gb", NOTE), SliceSlot("2g.20gb", STUCK),
-                       SliceSlot("1g.10gb")), parent_reports_activity=False),
-)  # fmt: skip
+TRAIN, INFER, STUCK = ActivityKind.TRAINING, ActivityKind.INFERENCE, ActivityKind.STUCK
 
 
 def build_mig_fleet() -> SimulatedFleet:
-    mig = SimulatedNode.build_mig("mig-node", LAYOUTS)
+    mig = SimulatedNode.build_mig("mig-node", EXAMPLE_LAYOUTS)
     plain = SimulatedNode.build("plain", ["H100", "H100"], flavour=1)
     return SimulatedFleet([mig, plain, plain.clone("plain-clone")])
 

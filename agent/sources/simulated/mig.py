@@ -60,6 +60,19 @@ class MigLayout:
     parent_reports_activity: bool = True
 
 
+#: a node of two H100s in MIG mode, slices of mixed profiles and holders: GPU 0 (parent
+#: with GPM activity) 3g training, 2g inference, 1g stuck, 1g free; GPU 1 (parent without
+#: activity) 4g notebook, 2g stuck, 1g free. ``gpufleet demo --mig`` and tests/e2e use it.
+EXAMPLE_LAYOUTS = (
+    MigLayout("H100", (SliceSlot("3g.40gb", ActivityKind.TRAINING),
+                       SliceSlot("2g.20gb", ActivityKind.INFERENCE),
+                       SliceSlot("1g.10gb", ActivityKind.STUCK), SliceSlot("1g.10gb"))),
+    MigLayout("H100", (SliceSlot("4g.40gb", ActivityKind.NOTEBOOK),
+                       SliceSlot("2g.20gb", ActivityKind.STUCK), SliceSlot("1g.10gb")),
+              parent_reports_activity=False),
+)  # fmt: skip
+
+
 class SimulatedSlice(SimulatedGpu):
     """A MIG instance: its own jobs and activity; its power is its share of the parent's
     (ground truth only: its samples carry no power or energy)."""
