@@ -15,9 +15,8 @@ import threading
 from collections.abc import Callable, Iterator
 
 from agent.model import Batch, GpuInfo, GpuSample
-from collector.analysis.mig_price import unpartitioned_fraction
 from collector.fleet.claims import CLAIM_HOLD_SECONDS, DuplicateClaims
-from collector.fleet.mig import SliceHistory, parent_view, split_parent_intervals
+from collector.fleet.mig import MigLayouts
 from collector.fleet.rules import FleetRules
 from collector.fleet.state import Applied, TrackedGpu
 from collector.records import DuplicateGpu, GpuView, IdleEpisode
@@ -39,11 +38,8 @@ class LiveFleet:
         self.lock = threading.RLock()
         self._model_of = model_of
         self._count_late = count_late
-        self._slice_fraction_of = slice_fraction_of or (lambda _: 1.0)
         self._gpus: dict[str, TrackedGpu] = {}
-        #: MIG parent uuid -> its slices' uuids, and each slice's readings for the split
-        self._slices: dict[str, set[str]] = {}
-        self._histories: dict[str, SliceHistory] = {}
+        self._mig = MigLayouts(slice_fraction_of or (lambda _: 1.0))
         self.duplicates = DuplicateClaims()
         self._node_labels: dict[str, dict[str, str]] = {}
         #: pending batch id -> how many of its GPUs still have samples to apply
@@ -87,8 +83,10 @@ class LiveFleet:
         applied before the crash)."""
         with self.lock:
             self._node_labels[batch.node] = dict(batch.node_labels)
+            moved = {i.uuid for i in batch.gpus if self._moves(i.uuid, batch.node)}
             for info in batch.gpus:
                 self.track(info, batch.node)
+            self._mig.follow(batch, self._gpus)
             by_gpu: dict[str, list[GpuSample]] = {}
             for sample in batch.samples:
                 group = by_gpu.get(sample.gpu_uuid)
@@ -99,6 +97,10 @@ class LiveFleet:
             accepted = gpus = 0
             for uuid, samples in by_gpu.items():
                 gpu = self._gpus.get(uuid)
+                if gpu is not None and uuid in moved:
+                    # moved (silent on its old node past the claim hold): another host's
+                    # counter and clock start here; no interval reaches back across it
+                    gpu.series_from = min(s.timestamp for s in samples)
                 queued, newest = gpu.buffer_all(samples, self.rules) if gpu else (0, 0.0)
                 if queued:
                     accepted += queued
@@ -123,24 +125,12 @@ class LiveFleet:
                     self._gpus[info.uuid] = gpu
                 else:  # a GPU moved or its identity changed (driver update): keep history
                     gpu.info, gpu.node, gpu.model = info, node, model
-                self._price_share(gpu)
+                self._mig.track(gpu, self._gpus)
             return gpu
 
-    def _price_share(self, gpu: TrackedGpu) -> None:
-        """Set what share of its price ``gpu`` carries, and its MIG parent's remainder."""
-        info = gpu.info
-        if info.mig_parent_uuid is not None:
-            gpu.price_fraction = self._slice_fraction_of(info)
-            self._slices.setdefault(info.mig_parent_uuid, set()).add(info.uuid)
-            self._histories.setdefault(info.uuid, SliceHistory())
-            parent = self._gpus.get(info.mig_parent_uuid)
-        else:
-            parent = gpu if info.mig_enabled else None
-        if parent is not None:
-            slices = self._slices.get(parent.info.uuid, set())
-            parent.price_fraction = unpartitioned_fraction(
-                self._gpus[u].price_fraction for u in slices if u in self._gpus
-            )
+    def _moves(self, uuid: str, node: str) -> bool:
+        gpu = self._gpus.get(uuid)
+        return gpu is not None and gpu.node != node
 
     # -- the applier's side (with ``lock`` held) ------------------------------------------
 
@@ -157,10 +147,7 @@ class LiveFleet:
                 before = gpu.last  # after a restart: the cursor's, in force until the next
                 if (result := self._apply(gpu, flush, now)) is None:
                     continue
-                if (history := self._histories.get(gpu.info.uuid)) is not None:
-                    if not history.readings and before is not None:
-                        history.extend((before,))
-                    history.extend(result.samples)
+                self._mig.applied(gpu, before, result.samples)
                 yield gpu, result
         for gpu in mig_parents:
             if gpu.buffered and (result := self._apply(gpu, flush, now)) is not None:
@@ -168,11 +155,8 @@ class LiveFleet:
 
     def _apply(self, gpu: TrackedGpu, flush: bool, now: float) -> Applied | None:
         result = gpu.apply_ready(self.rules, flush=flush, now=now)
-        if gpu.info.mig_enabled and (uuids := self._slices.get(gpu.info.uuid)):
-            slices = [(u, self._histories[u]) for u in sorted(uuids)]
-            split_parent_intervals(result.intervals, slices)
-            for _, history in slices:
-                history.forget_before(gpu.applied_until)
+        if gpu.info.mig_enabled:
+            self._mig.split(gpu, result.intervals, self.rules.stale_after_seconds)
         if result.late:
             self._count_late(result.late)
         if result.samples or result.late:
@@ -212,9 +196,7 @@ class LiveFleet:
         """Every GPU and MIG instance with its state at ``now``, by node and index."""
         with self.lock:
             views = {uuid: gpu.view(now, self.rules) for uuid, gpu in self._gpus.items()}
-            for parent, slices in self._slices.items():
-                if (view := views.get(parent)) is not None:
-                    views[parent] = parent_view(view, [views[u] for u in sorted(slices)])
+            self._mig.parent_views(views)
         return sorted(views.values(), key=lambda v: (v.node, v.index, v.uuid))
 
     def node_labels(self) -> dict[str, dict[str, str]]:

@@ -10,11 +10,15 @@ view is its slices' (a parent whose slices are all held is allocated, never unal
 from __future__ import annotations
 
 import bisect
+import math
 import operator
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
+from agent.model import Batch, GpuInfo
 from collector.analysis.energy import split_mig_energy
+from collector.analysis.mig_price import unpartitioned_fraction
 from collector.fleet.readings import Reading
+from collector.fleet.state import TrackedGpu
 from collector.records import GpuState, GpuView, Interval, WorkloadRef
 
 _timestamp = operator.attrgetter("timestamp")
@@ -23,24 +27,106 @@ _timestamp = operator.attrgetter("timestamp")
 MAX_SLICE_HISTORY = 4096
 
 
+class MigLayouts:
+    """Each MIG parent's slices now (its state and price) and every slice it ever had,
+    with the readings its split needs (in event time: a re-partition counts from when
+    it happened, whatever was buffered first). ``slice_fraction_of`` gives a slice's
+    share of its parent's price. The live fleet's lock guards it."""
+
+    def __init__(self, slice_fraction_of: Callable[[GpuInfo], float]) -> None:
+        self._slice_fraction_of = slice_fraction_of
+        self._slices: dict[str, set[str]] = {}
+        self._split_slices: dict[str, set[str]] = {}
+        self._histories: dict[str, SliceHistory] = {}
+
+    def track(self, gpu: TrackedGpu, gpus: Mapping[str, TrackedGpu]) -> None:
+        """``gpu`` is new or changed: set its share of the price, and its parent's."""
+        info = gpu.info
+        parent: TrackedGpu | None = gpu if info.mig_enabled else None
+        if info.mig_parent_uuid is not None:
+            gpu.price_fraction = self._slice_fraction_of(info)
+            self._slices.setdefault(info.mig_parent_uuid, set()).add(info.uuid)
+            self._split_slices.setdefault(info.mig_parent_uuid, set()).add(info.uuid)
+            self._histories.setdefault(info.uuid, SliceHistory())
+            parent = gpus.get(info.mig_parent_uuid)
+        if parent is not None:
+            self._price_parent(parent, gpus)
+
+    def follow(self, batch: Batch, gpus: Mapping[str, TrackedGpu]) -> None:
+        """A MIG parent's slices are those its node lists with it now: after the GPU is
+        re-partitioned, its old slices count no more for its state or price, nor for its
+        split from the batch's first sample on."""
+        listed = {info.uuid: set[str]() for info in batch.gpus if info.mig_enabled}
+        for info in batch.gpus:
+            if info.mig_parent_uuid in listed:
+                listed[info.mig_parent_uuid].add(info.uuid)
+        since = min((s.timestamp for s in batch.samples), default=batch.sent_at)
+        for parent_uuid, uuids in listed.items():
+            if self._slices.get(parent_uuid) == uuids:
+                continue
+            for uuid in self._split_slices.get(parent_uuid, set()):
+                self._histories[uuid].gone_from = math.inf if uuid in uuids else since
+            self._slices[parent_uuid] = uuids
+            self._price_parent(gpus[parent_uuid], gpus)
+
+    def _price_parent(self, parent: TrackedGpu, gpus: Mapping[str, TrackedGpu]) -> None:
+        slices = self._slices.get(parent.info.uuid, set())
+        parent.price_fraction = unpartitioned_fraction(
+            gpus[u].price_fraction for u in slices if u in gpus
+        )
+
+    def applied(self, gpu: TrackedGpu, before: Reading | None, readings: Sequence[Reading]) -> None:
+        """A slice applied ``readings``; ``before`` was in force until the first (after a
+        restart: the cursor's)."""
+        history = self._histories.get(gpu.info.uuid)
+        if history is None:
+            return
+        if not history.readings and before is not None:
+            history.extend((before,))
+        history.extend(readings)
+
+    def split(self, parent: TrackedGpu, intervals: Iterable[Interval], stale: float) -> None:
+        """Split the parent's applied ``intervals`` among its slices' holders."""
+        uuids = self._split_slices.get(parent.info.uuid)
+        if not uuids:
+            return
+        slices = [(u, self._histories[u]) for u in sorted(uuids)]
+        split_parent_intervals(intervals, slices, stale)
+        for _, history in slices:
+            history.forget_before(parent.applied_until)
+
+    def parent_views(self, views: dict[str, GpuView]) -> None:
+        """Each parent's view, in place, with its state from its slices now."""
+        for parent, slices in self._slices.items():
+            if (view := views.get(parent)) is not None:
+                views[parent] = parent_view(view, [views[u] for u in sorted(slices)])
+
+
 class SliceHistory:
     """One slice's applied readings in event time, from the one in force where its parent
     was last applied: what the parent's next intervals are split by."""
 
-    __slots__ = ("readings",)
+    __slots__ = ("gone_from", "readings")
 
     def __init__(self) -> None:
         self.readings: list[Reading] = []
+        #: the slice is no more from this event time on (its GPU was re-partitioned)
+        self.gone_from = math.inf
 
     def extend(self, readings: Sequence[Reading]) -> None:
         self.readings.extend(readings)
         if len(self.readings) > MAX_SLICE_HISTORY:
             del self.readings[: len(self.readings) - MAX_SLICE_HISTORY]
 
-    def at(self, timestamp: float) -> Reading | None:
-        """The reading in force at ``timestamp`` (the newest at or before it)."""
+    def at(self, timestamp: float, stale_seconds: float) -> Reading | None:
+        """The reading in force at ``timestamp``: the newest at or before it; None once
+        the slice is gone, or when that reading is older than ``stale_seconds`` (the
+        slice stopped reporting)."""
+        if timestamp >= self.gone_from:
+            return None
         i = bisect.bisect_right(self.readings, timestamp, key=_timestamp)
-        return self.readings[i - 1] if i else None
+        reading = self.readings[i - 1] if i else None
+        return reading if reading and timestamp - reading.timestamp <= stale_seconds else None
 
     def forget_before(self, timestamp: float) -> None:
         """Drop readings the parent no longer needs: all but the one in force at
@@ -51,16 +137,20 @@ class SliceHistory:
 
 
 def split_parent_intervals(
-    intervals: Iterable[Interval], slices: Sequence[tuple[str, SliceHistory]]
+    intervals: Iterable[Interval],
+    slices: Sequence[tuple[str, SliceHistory]],
+    stale_seconds: float,
 ) -> None:
     """Set each parent interval's ``shares``: the holders of the slices, each slice
     weighted by its SM activity in force at the interval's start (equally when none is
-    known; DESIGN 4). A slice nobody holds keeps its part unallocated, so the shares may
+    known; DESIGN 4); a slice whose reading then is staler than ``stale_seconds`` has no
+    part. A slice nobody holds keeps its part unallocated, so the shares may
     sum to less than 1. Intervals with the same slice readings share one dict, so the
     accountant sums them as one run."""
     cache: dict[tuple[tuple[str, float | None, int], ...], dict[WorkloadRef, float]] = {}
     for interval in intervals:
-        state = [(uuid, r) for uuid, h in slices if (r := h.at(interval.start)) is not None]
+        start = interval.start
+        state = [(uuid, r) for uuid, h in slices if (r := h.at(start, stale_seconds)) is not None]
         if not state:
             continue
         key = tuple((uuid, r.sm_activity, id(r.holders)) for uuid, r in state)

@@ -59,6 +59,9 @@ class TrackedGpu:
     newest: Reading | None = None  # newest received reading (may still be buffered)
     episode_start: float | None = None
     episode_workload: str | None = None
+    #: readings from here on are another host's (the GPU moved nodes): no interval
+    #: reaches back across it, one board's counter is never subtracted from another's
+    series_from: float = -math.inf
     #: whether this GPU ever reported DRAM activity; without it (a replayed duty-cycle
     #: trace, an old GPU) idle is decided on SM activity alone
     dram_seen: bool = False
@@ -178,14 +181,17 @@ class TrackedGpu:
         intervals, samples = out.intervals, out.samples
         prev = self.last
         prev_activity = UNKNOWN if prev is None else self._last_classified(prev, threshold)
+        series_from = self.series_from
         for reading in readings:
             ts = reading.timestamp
             if prev is not None and ts <= prev.timestamp:
                 out.late += 1  # a duplicate timestamp
                 continue
+            # the GPU moved nodes here: a new series starts, like after a gap
+            moved = prev is not None and prev.timestamp < series_from <= ts
             activity = classify_activity(reading, threshold, dram_unsupported=dram_unsupported)
-            gap_ok = prev is not None and ts - prev.timestamp <= stale
-            if prev is not None:
+            gap_ok = prev is not None and not moved and ts - prev.timestamp <= stale
+            if prev is not None and not moved:
                 joules, estimated = interval_energy(prev, reading)
                 intervals.append(
                     Interval(  # positional: this runs once per sample

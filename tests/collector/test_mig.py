@@ -183,3 +183,31 @@ def test_slice_holders_get_no_unknown_seconds_when_the_parent_reports_no_activit
         usage = workload_usage(core)[name]
         assert usage.unknown_seconds == 0.0  # type: ignore[attr-defined]
         assert usage.idle_seconds == pytest.approx(3600.0)  # type: ignore[attr-defined]
+
+
+# -- a re-partitioned GPU -------------------------------------------------------------------
+
+
+def test_a_repartitioned_gpu_follows_its_new_slices_only(core: CollectorCore) -> None:
+    """Ten minutes as 3g + 2g + 2g, busy, then the GPU is re-partitioned into one 7g slice
+    held by w2, idle: the old slices no longer count for its state, split or price."""
+    ingest(core, mig_batch(1, range(0, 601, 10), lambda t: (0.5, 0.5, 0.5)))
+    whole = GpuInfo(uuid="MIG-7", index=0, name="NVIDIA H100 80GB HBM3 MIG 7g.80gb",
+                    mig_parent_uuid=PARENT.uuid, mig_profile="7g.80gb")  # fmt: skip
+    samples: list[GpuSample] = []
+    for t in range(610, 1201, 10):
+        samples.append(GpuSample(timestamp=T0 + t, gpu_uuid=PARENT.uuid, power_watts=WATTS,
+                                 energy_joules=WATTS * t))  # fmt: skip
+        samples.append(GpuSample(timestamp=T0 + t, gpu_uuid=whole.uuid, sm_activity=0.0,
+                                 dram_activity=0.0, workloads=(PODS[2],)))  # fmt: skip
+    ingest(core, Batch(schema_version=SCHEMA_VERSION, node="mig-node", agent_boot_id="b",
+                       seq=2, sent_at=T0 + 1200, gpus=(PARENT, whole),
+                       samples=tuple(samples)))  # fmt: skip
+    core.applier.tick(flush=True)
+    views = {v.uuid: v for v in core.service.fleet(T0 + 1200)}
+    assert views[PARENT.uuid].state is GpuState.ALLOCATED_IDLE  # not "unknown" old slices
+    assert views[PARENT.uuid].price_fraction == 0.0 and views[whole.uuid].price_fraction == 1.0
+    # the old slices until the batch that lists the new one (610 s), w2's from then on
+    energy = {name: u.energy_joules for name, u in workload_usage(core).items()}  # type: ignore[attr-defined]
+    assert energy["w2"] == pytest.approx(WATTS * 590)
+    assert energy["w0"] + energy["w1"] == pytest.approx(WATTS * 610 * 2 / 3)  # 2 of 3 held
