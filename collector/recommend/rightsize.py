@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from collector.analysis.gpu_models import GpuModel, MigProfile
+from collector.analysis.mig_price import slice_fraction
 from collector.recommend.rules import RuleContext, make
 from collector.records import Recommendation, RecommendationKind, WorkloadProfile
 
@@ -38,7 +39,8 @@ def _right_size(
     need_memory = max(profile.memory_p95_bytes * headroom, float(profile.memory_peak_bytes))
     need_compute = profile.sm_activity_peak * current.relative_compute * headroom
     price = ctx.prices.price_per_gpu_hour(current.name)
-    target = _fitting_mig(current, need_memory, need_compute, price) or _fitting_model(
+    basis = ctx.prices.mig_price_basis
+    target = _fitting_mig(current, need_memory, need_compute, price, basis) or _fitting_model(
         current, need_memory, need_compute, price, ctx
     )
     if target is None:
@@ -71,12 +73,13 @@ def _right_size(
 
 
 def _fitting_mig(
-    model: GpuModel, memory: float, compute: float, price: float
+    model: GpuModel, memory: float, compute: float, price: float, basis: str
 ) -> tuple[str, float, float] | None:
-    """The cheapest MIG slice (not the whole GPU) that fits; energy saving counted as 0
-    (the parent keeps running; its other slices serve other work)."""
+    """The cheapest MIG slice (not the whole GPU) that fits, priced as accounting prices
+    it (``mig_price.slice_fraction`` on the price book's basis); energy saving counted as
+    0 (the parent keeps running; its other slices serve other work)."""
     fits: list[tuple[float, float, MigProfile]] = [
-        (p.price_fraction(model.memory_bytes), p.memory_bytes, p)
+        (slice_fraction(model, p.name, basis=basis), p.memory_bytes, p)
         for p in model.mig_profiles
         if p.compute_fraction < 1.0
         and p.memory_bytes >= memory

@@ -131,6 +131,8 @@ def test_right_size_honours_memory_headroom_and_compute() -> None:
     # a quarter of an A100's compute at peak needs 3g (3/7 = 0.43 >= 0.3 x 1.2)
     [rec] = run(profiles=[profile("A100", 14 * GB, 15 * GB, 0.3)])
     assert rec.evidence["target"] == "A100 MIG 3g.40gb"
+    # priced as accounting prices a slice: 3/7 of the compute (the default basis)
+    assert rec.savings.money_per_hour == pytest.approx(3.43 * (1 - 3 / 7), rel=1e-9)
 
 
 def test_right_size_to_a_cheaper_model_without_mig() -> None:
