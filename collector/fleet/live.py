@@ -156,7 +156,7 @@ class LiveFleet:
     def _apply(self, gpu: TrackedGpu, flush: bool, now: float) -> Applied | None:
         result = gpu.apply_ready(self.rules, flush=flush, now=now)
         if gpu.info.mig_enabled:
-            self._mig.split(gpu, result.intervals, self.rules.stale_after_seconds)
+            self._mig.split(gpu, result.intervals, self.rules)
         if result.late:
             self._count_late(result.late)
         if result.samples or result.late:

@@ -16,10 +16,21 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from agent.model import Batch, GpuInfo
 from collector.analysis.energy import split_mig_energy
+from collector.analysis.idle import classify_activity
 from collector.analysis.mig_price import unpartitioned_fraction
 from collector.fleet.readings import Reading
+from collector.fleet.rules import FleetRules
 from collector.fleet.state import TrackedGpu
-from collector.records import GpuState, GpuView, Interval, WorkloadRef
+from collector.records import (
+    ACTIVE,
+    IDLE,
+    UNKNOWN,
+    Activity,
+    GpuState,
+    GpuView,
+    Interval,
+    WorkloadRef,
+)
 
 _timestamp = operator.attrgetter("timestamp")
 #: a slice's readings kept for its parent's split, at most (a parent that stopped
@@ -85,13 +96,14 @@ class MigLayouts:
             history.extend((before,))
         history.extend(readings)
 
-    def split(self, parent: TrackedGpu, intervals: Iterable[Interval], stale: float) -> None:
-        """Split the parent's applied ``intervals`` among its slices' holders."""
+    def split(self, parent: TrackedGpu, intervals: Iterable[Interval], rules: FleetRules) -> None:
+        """The parent's applied ``intervals``: split among its slices' holders, and the
+        board's activity from its slices."""
         uuids = self._split_slices.get(parent.info.uuid)
         if not uuids:
             return
         slices = [(u, self._histories[u]) for u in sorted(uuids)]
-        split_parent_intervals(intervals, slices, stale)
+        split_parent_intervals(intervals, slices, rules.stale_after_seconds, rules.idle_threshold)
         for _, history in slices:
             history.forget_before(parent.applied_until)
 
@@ -140,24 +152,43 @@ def split_parent_intervals(
     intervals: Iterable[Interval],
     slices: Sequence[tuple[str, SliceHistory]],
     stale_seconds: float,
+    threshold: float,
 ) -> None:
-    """Set each parent interval's ``shares``: the holders of the slices, each slice
-    weighted by its SM activity in force at the interval's start (equally when none is
-    known; DESIGN 4); a slice whose reading then is staler than ``stale_seconds`` has no
-    part. A slice nobody holds keeps its part unallocated, so the shares may
-    sum to less than 1. Intervals with the same slice readings share one dict, so the
+    """Set each parent interval's ``shares`` and ``activity`` from its slices' readings
+    in force at the interval's start (a slice whose reading then is staler than
+    ``stale_seconds`` has no part). Shares: the slices' holders, each slice weighted by
+    its SM activity (equally when none is known; DESIGN 4); a slice nobody holds keeps
+    its part unallocated, so they may sum to less than 1. Activity: the board's, from
+    its slices (active if any is, unknown if any is, else idle), so a parent without an
+    activity reading of its own (NVML under MIG without GPM) is not "unknown"; a gap
+    stays unknown. Intervals with the same slice readings share one dict, so the
     accountant sums them as one run."""
-    cache: dict[tuple[tuple[str, float | None, int], ...], dict[WorkloadRef, float]] = {}
+    cache: dict[tuple[object, ...], tuple[dict[WorkloadRef, float], Activity]] = {}
     for interval in intervals:
         start = interval.start
         state = [(uuid, r) for uuid, h in slices if (r := h.at(start, stale_seconds)) is not None]
         if not state:
             continue
-        key = tuple((uuid, r.sm_activity, id(r.holders)) for uuid, r in state)
-        shares = cache.get(key)
-        if shares is None:
-            shares = cache[key] = _shares(state)
-        interval.shares = shares
+        key = tuple(
+            (uuid, r.sm_activity, r.dram_activity, r.healthy, id(r.holders)) for uuid, r in state
+        )
+        found = cache.get(key)
+        if found is None:
+            found = cache[key] = (_shares(state), _activity(state, threshold))
+        interval.shares = found[0]
+        if interval.end - start <= stale_seconds:
+            interval.activity = found[1]
+
+
+def _activity(state: Sequence[tuple[str, Reading]], threshold: float) -> Activity:
+    # a slice without DRAM activity in a reading is judged on SM activity alone, as a
+    # device that never reports it is
+    found = {classify_activity(r, threshold, dram_unsupported=r.dram_activity is None)
+             for _, r in state}  # fmt: skip
+    for activity in (ACTIVE, UNKNOWN):
+        if activity in found:
+            return activity
+    return IDLE
 
 
 def _shares(state: Sequence[tuple[str, Reading]]) -> dict[WorkloadRef, float]:

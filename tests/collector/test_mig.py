@@ -185,6 +185,19 @@ def test_slice_holders_get_no_unknown_seconds_when_the_parent_reports_no_activit
         assert usage.idle_seconds == pytest.approx(3600.0)  # type: ignore[attr-defined]
 
 
+def test_the_parents_own_hours_come_from_its_slices_when_it_reports_no_activity(
+    core: CollectorCore,
+) -> None:
+    """First half hour all slices idle, then slice 1 busy: the board was idle, then
+    active, held throughout (slices 0 and 1 are), never "unknown"."""
+    run_hour(core, lambda t: (0.0, 0.0, 0.0) if t < 1800 else (0.0, 0.7, 0.0))
+    usage = {g.uuid: u for g, u in core.ledger.usage_totals_by_gpu()}[PARENT.uuid]
+    assert usage.unknown_seconds == 0.0
+    assert (usage.idle_seconds, usage.active_seconds) == pytest.approx((1800.0, 1800.0))
+    assert usage.allocated_idle_seconds == pytest.approx(1800.0)
+    assert usage.cost == 0.0  # its slices carry its price
+
+
 # -- a re-partitioned GPU -------------------------------------------------------------------
 
 
