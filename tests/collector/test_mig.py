@@ -9,13 +9,25 @@ a slice costs its compute share of the parent (g / 7).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import pytest
 
-from agent.model import SCHEMA_VERSION, Batch, GpuInfo, GpuSample, Workload, WorkloadKind
+from agent.model import (
+    SCHEMA_VERSION,
+    Batch,
+    GpuInfo,
+    GpuSample,
+    Workload,
+    WorkloadKind,
+    encode_batch,
+)
 from collector import reports
+from collector.config import CollectorSettings, LedgerSettings, ServerSettings
 from collector.records import GpuState, RecommendationKind
 from collector.service import CollectorCore
+from gpufleet.cli.collector import build_collector
+from tests.collector.http.test_app_fake import AsgiClient
 from tests.collector.test_core import T0, example_rates, ingest, open_core
 
 H100_PRICE = 6.88
@@ -224,3 +236,29 @@ def test_a_repartitioned_gpu_follows_its_new_slices_only(core: CollectorCore) ->
     energy = {name: u.energy_joules for name, u in workload_usage(core).items()}  # type: ignore[attr-defined]
     assert energy["w2"] == pytest.approx(WATTS * 590)
     assert energy["w0"] + energy["w1"] == pytest.approx(WATTS * 610 * 2 / 3)  # 2 of 3 held
+
+
+def test_the_consoles_waste_now_of_an_idle_mig_gpu_is_its_price_once(tmp_path: Path) -> None:
+    """What the console's fleet page adds up (collector/web/static/page_fleet.js): the
+    price per hour of every GPU shown idle, from /v1/gpus/usage, over real HTTP routes."""
+    token = "console-token-0123456789abcdef"
+    settings = CollectorSettings(
+        server=ServerSettings(tokens=[token]), ledger=LedgerSettings(url=str(tmp_path / "l.db"))
+    )
+    built = build_collector(settings, clock=lambda: T0 + 3600, tokens=frozenset([token]))
+    try:
+        client = AsgiClient(built.app)
+        auth = {"Authorization": f"Bearer {token}"}
+        batch = encode_batch(mig_batch(1, range(0, 3601, 10), idle, parent_activity=True))
+        headers = {**auth, "Content-Type": "application/json"}
+        assert client.post("/v1/batches", content=batch, headers=headers).status_code == 200
+        built.core.applier.tick(flush=True)
+        fleet = client.get("/v1/fleet", headers=auth).json()
+        usage = client.get(f"/v1/gpus/usage?start={T0}&end={T0 + 3600}", headers=auth).json()
+        price = {g["uuid"]: g["price_per_hour"] for g in usage["gpus"]}
+        idle_states = ("allocated_idle", "unallocated")
+        waste_now = sum(price[g["uuid"]] for g in fleet["gpus"] if g["state"] in idle_states)
+        assert len(fleet["gpus"]) == 4
+        assert waste_now == pytest.approx(H100_PRICE, rel=1e-9)
+    finally:
+        built.ledger.close()
