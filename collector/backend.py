@@ -69,7 +69,8 @@ class IngestError(Exception):
 class WorkloadReport:
     """One workload's usage over a time range, for ``GET /v1/workloads``.
 
-    ``usage`` sums the hourly rollups that overlap the range (hour granularity).
+    ``usage`` sums the hourly rollups of the hours the range touches (hour granularity),
+    and the idle episodes are counted over the same hours.
     """
 
     key: str  # agent.model.Workload.key, e.g. "pod:ml/notebook-7"
@@ -253,11 +254,15 @@ class FleetResponse:
 
 @dataclass(frozen=True, slots=True)
 class WorkloadsResponse:
-    """``GET /v1/workloads``."""
+    """``GET /v1/workloads``: ``start``/``end`` as asked; the ledger keeps hourly totals, so
+    the figures cover the whole hours the range touches, ``covered_start`` to
+    ``covered_end`` (the hour in progress up to now), the same rule as ``gpufleet report``."""
 
     start: float
     end: float
     workloads: Sequence[WorkloadReport]
+    covered_start: float
+    covered_end: float
 
 
 @dataclass(frozen=True, slots=True)

@@ -132,9 +132,11 @@ class IdleEpisode:
 
 class RecommendationKind(enum.StrEnum):
     RELEASE_IDLE = "release_idle"  # a workload holds GPUs that are idle past the window
-    SCALE_DOWN = "scale_down"  # unallocated GPUs or whole nodes idle past the window
+    SCALE_DOWN = "scale_down"  # a whole node, every GPU unallocated and idle past the window
     RIGHT_SIZE = "right_size"  # a workload fits a smaller GPU model or a MIG profile
     PRICING_PLAN = "pricing_plan"  # reserved vs on-demand
+    #: idle unallocated GPUs spread over busy nodes: move workloads so whole nodes free up
+    CONSOLIDATE = "consolidate"
 
 
 class RecommendationStatus(enum.StrEnum):
@@ -160,11 +162,27 @@ OPEN_STATUSES = (RecommendationStatus.OPEN, RecommendationStatus.NOTIFIED)
 
 @dataclass(frozen=True, slots=True)
 class Savings:
+    """What acting on a recommendation saves, and how much evidence stands behind it.
+
+    ``money_per_hour`` is the rate observed now; the ``..._per_month`` figures extrapolate
+    it to MONTH_HOURS, the saving *if the situation lasts the month*. ``evidence_seconds``
+    is how long the situation behind the figure has been observed (the observation
+    window: how long the GPUs have been idle, a profile's history, the pricing look-back
+    covered). ``money_per_month_low`` is the low end of the range: the saving if the
+    situation lasts only as long again as it has been seen (rate x min(window, month)).
+    ``confidence`` (0..1) grows with the window and reaches 1 once the window covers a
+    full week (weekday and weekend patterns). Rows stored before these fields existed
+    read back with 0 for them (no evidence stated).
+    """
+
     money_per_month: float
     energy_kwh_per_month: float
     carbon_kg_per_month: float
     currency: str
     money_per_hour: float = 0.0
+    evidence_seconds: float = 0.0
+    money_per_month_low: float = 0.0
+    confidence: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,9 +268,12 @@ class WorkloadProfile:
 
 @dataclass(frozen=True, slots=True)
 class ModelUsage:
-    """A GPU model's use over the pricing look-back window, for pricing-plan advice."""
+    """A GPU model's use on one node over the pricing look-back window, for pricing-plan
+    advice (per node, because a node's price-book override may set its own prices and
+    plan)."""
 
     model: str
+    node: str
     gpu_count: int
     observed_seconds: float  # GPU-seconds with known data
     allocated_seconds: float  # GPU-seconds held by a workload

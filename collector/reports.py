@@ -10,24 +10,26 @@ from dataclasses import dataclass
 from collector.accounting.rates import Rates
 from collector.backend import EnergyTotal, FleetRates, WasteTotal, WorkloadReport
 from collector.ledger.store import GpuRecord, Ledger
-from collector.records import HOUR_SECONDS, GpuState, GpuView, IdleEpisode, Usage, WorkloadRef
+from collector.records import GpuState, GpuView, IdleEpisode, Usage, WorkloadRef
+from collector.usage_report import LedgerPeriod
 
 IDLE_STATES = (GpuState.ALLOCATED_IDLE, GpuState.UNALLOCATED)
 
 
 def workload_reports(
     ledger: Ledger,
-    start: float,
-    end: float,
+    period: LedgerPeriod,
     open_episodes: Iterable[IdleEpisode],
     models: dict[str, str],
     currency: str,
 ) -> list[WorkloadReport]:
-    """Every workload with usage in [start, end), with its idle episodes in the range.
+    """Every workload with usage in ``period``, with its idle episodes in it.
 
-    Usage sums the hourly rollups that overlap the range: the ledger counts an hour when
-    it *starts* in its range, so the range passed down starts at the hour ``start`` is in.
+    ``period`` is the one ``usage_report.ledger_period`` widened to whole hours (the
+    ledger's rollups are hourly): usage sums those hours, and the episodes counted and
+    the longest idle stretch are clipped to the same period, so the figures agree.
     """
+    start, end = period.start, period.end
     closed = ledger.idle_episodes(start, end)
     # an open episode that began after the range is not in it; one the ledger already
     # holds as closed (a tick committed it after the caller took the open ones) counts once
@@ -60,13 +62,9 @@ def workload_reports(
             idle_episodes=count.get(ref.key, 0),
             longest_idle_seconds=longest.get(ref.key, 0.0),
         )
-        for ref, usage in ledger.usage_by_workload(_hour_of(start), end)
+        for ref, usage in ledger.usage_by_workload(start, end)
     ]
     return sorted(reports, key=lambda r: (-r.usage.idle_cost, r.key))
-
-
-def _hour_of(ts: float) -> float:
-    return math.floor(ts / HOUR_SECONDS) * HOUR_SECONDS
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,7 @@ from collector.ledger.observers import Observers
 from collector.ledger.store import Ledger, LedgerError
 from collector.recommend.recommender import Recommender
 from collector.records import DuplicateGpu, GpuView, Recommendation, RecommendationStatus
+from collector.usage_report import ledger_period
 
 
 class CollectorService:
@@ -41,6 +42,7 @@ class CollectorService:
         ledger: Ledger,
         accountant: Accountant,
         stats: IngestStats,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.queue = queue
         self.live = fleet
@@ -48,6 +50,7 @@ class CollectorService:
         self.accountant = accountant
         self.rates = accountant.rates
         self.stats = stats
+        self._clock = clock
 
     def submit(
         self, body: bytes, content_encoding: str | None, received_at: float
@@ -66,8 +69,7 @@ class CollectorService:
     def workloads(self, start: float, end: float) -> list[WorkloadReport]:
         return reports.workload_reports(
             self.ledger,
-            start,
-            end,
+            ledger_period(start, end, self._clock()),
             self.live.open_episodes(),
             self.accountant.workload_models(),
             self.rates.currency,
@@ -136,7 +138,7 @@ class CollectorCore:
         commit_every = settings.ingest.commit_interval_seconds
         applier = Applier(fleet, accountant, ledger, observers, commit_every, clock)
         recommender = Recommender(fleet, ledger, rates, settings.analysis, clock)
-        service = CollectorService(queue, fleet, ledger, accountant, stats)
+        service = CollectorService(queue, fleet, ledger, accountant, stats, clock)
         applier.restore()
         return cls(ledger, fleet, queue, applier, recommender, observers, service)
 

@@ -46,6 +46,7 @@ from collector.http.query import QueryError, parse_statuses, parse_window
 from collector.http.responses import ENCODER, Handler, error_response, json_response
 from collector.ingest.decode import too_large
 from collector.metrics.exporter import FleetExporter
+from collector.usage_report import ledger_period
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +74,8 @@ def create_app(
         Route("/v1/fleet", guard(api.get_fleet), methods=["GET"]),
         Route("/v1/workloads", guard(api.get_workloads), methods=["GET"]),
         Route("/v1/recommendations", guard(api.get_recommendations), methods=["GET"]),
-        Route("/v1/recommendations/{rec_id}/dismiss", guard(api.dismiss), methods=["POST"]),
+        # :path, because an id may hold a slash ("release_idle:pod:ml/notebook-7")
+        Route("/v1/recommendations/{rec_id:path}/dismiss", guard(api.dismiss), methods=["POST"]),
         Route("/healthz", api.healthz, methods=["GET"]),
         Route("/metrics", _metrics_endpoint(registry), methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
@@ -152,7 +154,8 @@ class _Api:
         except QueryError as err:
             return error_response(422, str(err), err.field, "bad_query")
         reports = await run_in_threadpool(self.backend.workloads, start, end)
-        return json_response(WorkloadsResponse(start, end, reports))
+        covered = ledger_period(start, end, self.clock())
+        return json_response(WorkloadsResponse(start, end, reports, covered.start, covered.end))
 
     async def get_recommendations(self, request: Request) -> Response:
         try:

@@ -1,7 +1,8 @@
 """The ledger's read queries: pure reads over one connection, run inside a read snapshot.
 
 Time ranges are ``[start, end)`` over ``hour_start``: an hourly row counts when its hour
-*starts* in the range, so ranges should be whole hours (a partial hour is all or nothing).
+*starts* in the range, so ranges should be whole hours (a partial hour is all or nothing):
+the read paths widen theirs with ``collector.usage_report.ledger_period``.
 """
 
 from __future__ import annotations
@@ -178,16 +179,18 @@ def _profile(
 
 
 def model_usage(conn: sqlite3.Connection, start: float, end: float) -> list[ModelUsage]:
-    """Per GPU model over ``[start, end)``, physical GPUs only (MIG instances excluded).
+    """Per GPU model and node over ``[start, end)``, physical GPUs only (MIG instances
+    excluded); per node because a node's price-book override may set its own plan.
 
     observed = active + idle seconds (unknown excluded); allocated = active +
     allocated-idle seconds (an active GPU counts as in use, held or not)."""
     rows = conn.execute(
-        "SELECT g.model, COUNT(DISTINCT g.uuid), SUM(h.active_seconds + h.idle_seconds), "
+        "SELECT g.model, g.node, COUNT(DISTINCT g.uuid), "
+        "SUM(h.active_seconds + h.idle_seconds), "
         "SUM(h.active_seconds + h.allocated_idle_seconds), SUM(h.active_seconds) "
         "FROM gpu_usage_hourly h JOIN gpus g ON g.uuid = h.gpu_uuid "
         "WHERE h.hour_start >= ? AND h.hour_start < ? AND g.mig_parent_uuid IS NULL "
-        "GROUP BY g.model ORDER BY g.model",
+        "GROUP BY g.model, g.node ORDER BY g.model, g.node",
         (start, end),
     )
     return [ModelUsage(*r) for r in rows]

@@ -122,7 +122,16 @@ RECOMMENDATION_SAVINGS = MetricSpec(
     "gauge",
     "",
     ("kind", "currency"),
-    "Estimated monthly saving of the open recommendations, summed by kind.",
+    "Monthly saving of the open recommendations if each situation lasts the month (the top "
+    "of the range), summed by kind.",
+)
+RECOMMENDATION_SAVINGS_LOW = MetricSpec(
+    "gpufleet_recommendation_savings_low_per_month",
+    "gauge",
+    "",
+    ("kind", "currency"),
+    "Saving over the next month of the open recommendations if each situation lasts only as "
+    "long again as it has been observed (the low end of the range), summed by kind.",
 )
 BATCHES = MetricSpec(
     "gpufleet_collector_batches_total",
@@ -283,6 +292,7 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     CARBON_INTENSITY,
     RECOMMENDATIONS_OPEN,
     RECOMMENDATION_SAVINGS,
+    RECOMMENDATION_SAVINGS_LOW,
     BATCHES,
     REJECTED_BATCHES,
     SAMPLES,

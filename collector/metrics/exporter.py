@@ -240,15 +240,22 @@ def _by_reason(counts: dict[str, int]) -> dict[Labels, float]:
 
 
 def recommendation_families(recommendations: Sequence[Recommendation]) -> list[Metric]:
-    """Open (or notified) recommendations and their summed monthly savings, by kind."""
+    """Open (or notified) recommendations and the range of their summed monthly savings
+    (if each lasts the month; if each lasts as long again as seen), by kind."""
     count: dict[Labels, float] = {(kind.value,): 0.0 for kind in RecommendationKind}
     savings: dict[Labels, float] = defaultdict(float)
+    low: dict[Labels, float] = defaultdict(float)
     for rec in recommendations:
         if rec.status not in OPEN_STATUSES:
             continue
         count[(rec.kind.value,)] += 1
         savings[(rec.kind.value, rec.savings.currency)] += rec.savings.money_per_month
-    return [filled(cat.RECOMMENDATIONS_OPEN, count), filled(cat.RECOMMENDATION_SAVINGS, savings)]
+        low[(rec.kind.value, rec.savings.currency)] += rec.savings.money_per_month_low
+    return [
+        filled(cat.RECOMMENDATIONS_OPEN, count),
+        filled(cat.RECOMMENDATION_SAVINGS, savings),
+        filled(cat.RECOMMENDATION_SAVINGS_LOW, low),
+    ]
 
 
 def health_families(health: HealthReport) -> list[Metric]:

@@ -145,6 +145,10 @@ def facts_of(rec: Recommendation, index: FleetIndex, now: float) -> Facts:
         idle_seconds=now - idle_since if isinstance(idle_since, int | float) else None,
         money_per_hour=s.money_per_hour,
         money_per_month=s.money_per_month,
+        # rows stored before the window was recorded say 0: no window stated
+        evidence_seconds=s.evidence_seconds if s.evidence_seconds > 0 else None,
+        money_per_month_low=s.money_per_month_low if s.evidence_seconds > 0 else None,
+        confidence=s.confidence if s.evidence_seconds > 0 else None,
         currency=s.currency,
         energy_kwh_per_month=s.energy_kwh_per_month,
         carbon_kg_per_month=s.carbon_kg_per_month,

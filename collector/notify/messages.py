@@ -32,6 +32,10 @@ class Facts(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     idle_seconds: float | None = None
     money_per_hour: float | None = None
     money_per_month: float | None = None
+    #: the saving's observation window and what it supports (None: not stated)
+    evidence_seconds: float | None = None
+    money_per_month_low: float | None = None
+    confidence: float | None = None
     currency: str = ""
     energy_kwh_per_month: float | None = None
     carbon_kg_per_month: float | None = None
@@ -130,14 +134,11 @@ def fields(event: Event, words: phrases.Phrases) -> tuple[tuple[str, str], ...]:
     if f.idle_seconds is not None:
         add((words.label["idle"], words.duration(f.idle_seconds)))
     if f.money_per_hour is not None:
-        add(
-            (
-                words.label["cost"],
-                words.cost.format(
-                    hour=f.money_per_hour, month=f.money_per_month or 0.0, cur=f.currency
-                ),
-            )
-        )
+        add((words.label["cost"], _cost(f, words)))
+    if f.evidence_seconds is not None:
+        level = words.confidence_levels[confidence_level(f.confidence or 0.0)]
+        seen = words.duration(f.evidence_seconds)
+        add((words.label["evidence"], words.evidence.format(seen=seen, level=level)))
     if f.energy_kwh_per_month is not None:
         add(
             (
@@ -149,6 +150,26 @@ def fields(event: Event, words: phrases.Phrases) -> tuple[tuple[str, str], ...]:
     if f.detail:
         add((words.label["detail"], f.detail))
     return tuple(out)
+
+
+def _cost(f: Facts, words: phrases.Phrases) -> str:
+    month = f.money_per_month or 0.0
+    if f.evidence_seconds is None or f.money_per_month_low is None:
+        return words.cost.format(hour=f.money_per_hour, month=month, cur=f.currency)
+    return words.cost_range.format(
+        hour=f.money_per_hour, low=f.money_per_month_low, month=month, cur=f.currency
+    )
+
+
+#: confidence below this is "low": under a day of a week's evidence
+LOW_CONFIDENCE = 1.0 / 7.0
+
+
+def confidence_level(confidence: float) -> int:
+    """0 low (under a day observed), 1 medium (under a week), 2 high (a week or more)."""
+    if confidence >= 1.0:
+        return 2
+    return 1 if confidence >= LOW_CONFIDENCE else 0
 
 
 def _add_action_fields(

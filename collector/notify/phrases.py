@@ -16,6 +16,11 @@ class Phrases:
     label: dict[str, str]
     gpus: str
     cost: str
+    #: the cost with the range its observation window supports (low end first)
+    cost_range: str
+    #: the observation window and the confidence it gives (levels: low, medium, high)
+    evidence: str
+    confidence_levels: tuple[str, str, str]
     energy: str
     units: tuple[str, str, str]  # day, hour, minute
     unit_sep: str
@@ -39,7 +44,8 @@ ENGLISH = Phrases(
     digest_title="gpufleet: {n} notifications",
     headlines={
         "opened:release_idle": "{n} idle GPU(s) held by {subject}",
-        "opened:scale_down": "Unallocated idle GPUs on {subject}",
+        "opened:scale_down": "Idle node {subject}: every GPU unallocated, scale it down",
+        "opened:consolidate": "Consolidate: move the work off {subject} and release it",
         "opened": "{title}",
         "updated": "Update: {subject}",
         "reminder": "Still idle: {subject}",
@@ -60,6 +66,7 @@ ENGLISH = Phrases(
         "gpus": "GPUs",
         "idle": "Idle for",
         "cost": "Cost",
+        "evidence": "Evidence",
         "energy": "Energy and CO2",
         "action": "Action",
         "deadline": "Deadline",
@@ -69,6 +76,10 @@ ENGLISH = Phrases(
     },
     gpus="{n} x {models}",
     cost="{hour:,.2f} {cur}/h, about {month:,.0f} {cur}/month",
+    cost_range="{hour:,.2f} {cur}/h, {low:,.0f}-{month:,.0f} {cur}/month",
+    evidence="seen for {seen}, {level} confidence (low end: it lasts as long again; "
+    "high end: it lasts the month)",
+    confidence_levels=("low", "medium", "high"),
     energy="{kwh:,.0f} kWh and {kg:,.0f} kg CO2e per month",
     units=("d", "h", "min"),
     unit_sep=" ",
@@ -88,7 +99,8 @@ CHINESE = Phrases(
     digest_title="gpufleet：{n} 条新通知",
     headlines={
         "opened:release_idle": "{subject} 占用的 {n} 张 GPU 一直空闲，建议释放",
-        "opened:scale_down": "{subject} 上有 GPU 空闲且无人使用，建议缩容",
+        "opened:scale_down": "节点 {subject} 的 GPU 全部空闲且无人使用，建议缩容",
+        "opened:consolidate": "建议整合：把 {subject} 上的作业迁到其他节点的空闲 GPU，释放该节点",
         "opened": "{title}",
         "updated": "情况有变化：{subject}",
         "reminder": "仍在空闲：{subject}",
@@ -109,6 +121,7 @@ CHINESE = Phrases(
         "gpus": "GPU",
         "idle": "已空闲",
         "cost": "费用",
+        "evidence": "依据",
         "energy": "能耗与碳排放",
         "action": "处理方式",
         "deadline": "截止时间",
@@ -118,6 +131,9 @@ CHINESE = Phrases(
     },
     gpus="{n} 张 {models}",
     cost="每小时 {hour:,.2f} {cur}，每月约 {month:,.0f} {cur}",
+    cost_range="每小时 {hour:,.2f} {cur}，每月约 {low:,.0f}～{month:,.0f} {cur}",
+    evidence="已观察 {seen}，置信度{level}（下限按再持续同样时长计，上限按持续整月计）",
+    confidence_levels=("低", "中", "高"),
     energy="每月约 {kwh:,.0f} 千瓦时电，{kg:,.0f} 千克二氧化碳当量",
     units=("天", "小时", "分钟"),
     unit_sep=" ",

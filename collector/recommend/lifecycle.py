@@ -15,6 +15,8 @@ from collector.analysis.carbon import CarbonContext
 from collector.analysis.cost import PriceBook
 from collector.config import AnalysisSettings
 from collector.recommend import rules as rules
+from collector.recommend.consolidate import consolidate
+from collector.recommend.pricing import pricing_plan
 from collector.recommend.rightsize import right_size
 from collector.recommend.rules import RecommendPolicy
 from collector.records import (
@@ -48,8 +50,9 @@ def evaluate(
     desired = [
         *rules.release_idle(gpus, ctx),
         *rules.scale_down(gpus, ctx),
+        *consolidate(gpus, ctx),
         *right_size(profiles, ctx),
-        *rules.pricing_plan(models, ctx),
+        *pricing_plan(models, ctx),
     ]
     return sorted(desired, key=lambda r: r.id)
 

@@ -47,7 +47,9 @@ def _right_size(
         return None
     name, target_price, watts_saved = target
     money = (price - target_price) * profile.gpu_count
-    savings = ctx.savings(money, watts_saved * profile.gpu_count)
+    savings = ctx.savings(
+        money, watts_saved * profile.gpu_count, evidence_seconds=profile.observed_seconds
+    )
     evidence: dict[str, object] = {
         "observed_seconds": profile.observed_seconds,
         "memory_p95_bytes": profile.memory_p95_bytes,

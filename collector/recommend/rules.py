@@ -1,8 +1,10 @@
 """The recommendation rules: each turns the fleet view into the recommendations it wants now.
 
 Savings per month use MONTH_HOURS (730 h). Money is in the price book's currency at the
-price of the plan the fleet pays now (``current_plan``); energy is IT energy (kWh, before
-PUE); carbon applies the site PUE and the node's grid intensity.
+price of the plan the fleet pays now (``current_plan``, per node where the price book
+overrides it); energy is IT energy (kWh, before PUE); carbon applies the site PUE and the
+node's grid intensity. Every saving states its observation window (``Savings``): a month
+extrapolated from 90 minutes of idling is the top of a range, not a promise.
 """
 
 from __future__ import annotations
@@ -16,16 +18,18 @@ from collector.analysis.cost import PriceBook
 from collector.analysis.gpu_models import GpuCatalogue
 from collector.config import AnalysisSettings
 from collector.records import (
+    HOUR_SECONDS,
     MONTH_HOURS,
     GpuState,
     GpuView,
-    ModelUsage,
     Recommendation,
     RecommendationKind,
     RecommendationStatus,
     Savings,
     WorkloadRef,
 )
+
+WEEK_SECONDS = 7 * 24 * 3600.0
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,9 @@ class RecommendPolicy:
     pricing_margin: float = 0.1
     #: pricing advice needs known data for this fraction of the look-back (GPU-seconds)
     pricing_min_coverage: float = 0.5
+    #: a saving's confidence reaches 1 once its observation window is this long: a week
+    #: covers the weekday/weekend cycle most GPU demand follows
+    full_confidence_seconds: float = WEEK_SECONDS
 
     @classmethod
     def default(cls) -> RecommendPolicy:
@@ -53,14 +60,23 @@ class RuleContext:
     policy: RecommendPolicy
     now: float
 
-    def savings(self, money_per_hour: float, watts: float, node: str = "") -> Savings:
+    def savings(
+        self, money_per_hour: float, watts: float, node: str = "", *, evidence_seconds: float
+    ) -> Savings:
+        """The saving of ``money_per_hour`` and ``watts`` extrapolated to a month, with the
+        range and confidence that ``evidence_seconds`` of observation support."""
         kwh = max(0.0, watts) * MONTH_HOURS / 1000.0
+        evidence = max(0.0, evidence_seconds)
+        seen_hours = min(evidence / HOUR_SECONDS, MONTH_HOURS)
         return Savings(
             money_per_month=money_per_hour * MONTH_HOURS,
             energy_kwh_per_month=kwh,
             carbon_kg_per_month=self.carbon.kg_for_kwh(kwh, node),
             currency=self.prices.currency,
             money_per_hour=money_per_hour,
+            evidence_seconds=evidence,
+            money_per_month_low=money_per_hour * seen_hours,
+            confidence=min(1.0, evidence / self.policy.full_confidence_seconds),
         )
 
     def gpu_price(self, view: GpuView) -> float:
@@ -140,7 +156,7 @@ def _release(
     watts = sum(ctx.idle_watts(v) / len(v.workloads) for v in views)
     nodes = sorted({v.node for v in views})
     models = ", ".join(sorted({v.model for v in views}))
-    savings = ctx.savings(money, watts, nodes[0])
+    savings = ctx.savings(money, watts, nodes[0], evidence_seconds=ctx.now - idle_since)
     evidence: dict[str, object] = {
         "window_seconds": ctx.settings.idle_window_seconds,
         "idle_since": idle_since,
@@ -169,44 +185,54 @@ def _release(
     )
 
 
-def scale_down(gpus: Sequence[GpuView], ctx: RuleContext) -> list[Recommendation]:
-    """One per node with unallocated GPUs idle past the window; "whole node" when all of
-    the node's GPUs are."""
-    by_node: dict[str, list[GpuView]] = defaultdict(list)
+def by_node(gpus: Sequence[GpuView]) -> dict[str, list[GpuView]]:
+    """The views grouped by node, nodes in name order."""
+    nodes: dict[str, list[GpuView]] = defaultdict(list)
     for view in gpus:
-        by_node[view.node].append(view)
-    out = []
-    for node, views in sorted(by_node.items()):
-        idle = [v for v in views if _unallocated_idle(v, ctx)]
-        if idle:
-            out.append(_scale_down(node, idle, len(idle) == len(views), ctx))
-    return out
+        nodes[view.node].append(view)
+    return dict(sorted(nodes.items()))
 
 
-def _unallocated_idle(view: GpuView, ctx: RuleContext) -> bool:
+def physical(views: Sequence[GpuView]) -> list[GpuView]:
+    """The physical GPUs among ``views`` (a MIG instance's power is its parent's: counting
+    both would count one board twice). Prices are summed over every view instead: a MIG
+    slice carries its share and the parent only what no slice covers."""
+    return [v for v in views if v.mig_parent_uuid is None]
+
+
+def unallocated_idle(view: GpuView, ctx: RuleContext) -> bool:
+    """Nobody holds it and it has been idle for the whole idle window."""
     return (
         view.state is GpuState.UNALLOCATED
         and not view.workloads
+        and view.idle_since is not None
         and view.idle_seconds(ctx.now) >= ctx.settings.idle_window_seconds
     )
 
 
-def _scale_down(node: str, idle: list[GpuView], whole: bool, ctx: RuleContext) -> Recommendation:
-    money = sum(ctx.gpu_price(v) for v in idle)
-    watts = sum(ctx.idle_watts(v) for v in idle)
-    savings = ctx.savings(money, watts, node)
-    since = max(v.idle_since or ctx.now for v in idle)
-    what = (
-        f"node {node} (all {len(idle)} GPUs idle, unallocated)"
-        if whole
-        else (f"{len(idle)} unallocated idle GPU(s) on {node}")
-    )
+def scale_down(gpus: Sequence[GpuView], ctx: RuleContext) -> list[Recommendation]:
+    """One per *whole* idle node: every GPU (and MIG instance) on it unallocated and idle
+    past the window. Idle GPUs on a node that also runs work cannot be scaled down without
+    moving that work: that is ``consolidate``'s bin-packing, not a scale-down."""
+    out = []
+    for node, views in by_node(gpus).items():
+        if all(unallocated_idle(v, ctx) for v in views):
+            out.append(_scale_down(node, views, ctx))
+    return out
+
+
+def _scale_down(node: str, views: list[GpuView], ctx: RuleContext) -> Recommendation:
+    gpus = physical(views)
+    money = sum(ctx.gpu_price(v) for v in views)  # each view its share (price_fraction)
+    watts = sum(ctx.idle_watts(v) for v in gpus)
+    since = max(v.idle_since or ctx.now for v in views)
+    savings = ctx.savings(money, watts, node, evidence_seconds=ctx.now - since)
     evidence: dict[str, object] = {
         "window_seconds": ctx.settings.idle_window_seconds,
         "idle_since": since,
         "idle_seconds": ctx.now - since,
-        "gpus": [v.uuid for v in idle],
-        "whole_node": whole,
+        "gpus": [v.uuid for v in gpus],
+        "whole_node": True,
         "power_watts": watts,
         "price_per_hour": money,
     }
@@ -214,57 +240,10 @@ def _scale_down(node: str, idle: list[GpuView], whole: bool, ctx: RuleContext) -
         RecommendationKind.SCALE_DOWN,
         node,
         ctx,
-        title=f"Scale down {what}: {money:.2f} {savings.currency}/h",
+        title=f"Scale down node {node} (all {len(gpus)} GPUs idle, unallocated): "
+        f"{money:.2f} {savings.currency}/h",
         evidence=evidence,
         savings=savings,
-        gpu_uuids=tuple(v.uuid for v in idle),
+        gpu_uuids=tuple(v.uuid for v in gpus),
         node=node,
-    )
-
-
-def pricing_plan(models: Sequence[ModelUsage], ctx: RuleContext) -> list[Recommendation]:
-    """Per model: reserved when its GPUs are allocated more than break-even + margin of
-    the time, on demand when less than break-even - margin (the margin is hysteresis)."""
-    out = []
-    for usage in models:
-        rec = _pricing(usage, ctx)
-        if rec is not None:
-            out.append(rec)
-    return out
-
-
-def _pricing(usage: ModelUsage, ctx: RuleContext) -> Recommendation | None:
-    entry = ctx.prices.model_price(usage.model)
-    coverage = ctx.policy.pricing_min_coverage * ctx.settings.pricing_lookback_seconds
-    if entry is None or usage.gpu_count <= 0 or usage.observed_seconds < coverage * usage.gpu_count:
-        return None
-    allocated = usage.allocated_seconds / usage.observed_seconds
-    break_even = ctx.prices.break_even_utilisation(usage.model)
-    margin = ctx.policy.pricing_margin
-    od, res = entry.on_demand_per_gpu_hour, entry.reserved_per_gpu_hour
-    if entry.current_plan == "on_demand" and allocated >= break_even + margin:
-        target, money = "reserved", (od * allocated - res) * usage.gpu_count
-    elif entry.current_plan == "reserved" and allocated <= break_even - margin:
-        target, money = "on_demand", (res - od * allocated) * usage.gpu_count
-    else:
-        return None
-    evidence: dict[str, object] = {
-        "window_seconds": ctx.settings.pricing_lookback_seconds,
-        "allocated_fraction": allocated,
-        "active_fraction": usage.active_seconds / usage.observed_seconds,
-        "break_even": break_even,
-        "margin": margin,
-        "gpu_count": usage.gpu_count,
-        "current_plan": entry.current_plan,
-        "price_per_gpu_hour": {"on_demand": od, "reserved": res},
-    }
-    subject = f"model:{usage.model}"
-    return make(
-        RecommendationKind.PRICING_PLAN,
-        subject,
-        ctx,
-        title=f"Switch {usage.gpu_count} {usage.model} GPU(s) to {target}: "
-        f"allocated {allocated:.0%} vs break-even {break_even:.0%}",
-        evidence=evidence,
-        savings=ctx.savings(money, 0.0),
     )

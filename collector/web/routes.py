@@ -8,15 +8,14 @@ another origin: the Content-Security-Policy says ``'self'`` only.
 API routes added here, behind the same bearer auth as the rest of /v1:
 
 - ``GET /v1/gpus/usage?start=&end=``: every GPU in the fleet now with its hourly price and
-  its usage (idle seconds, idle cost, energy, carbon) summed over the hourly rollups whose
-  hour starts in [start, end), ``start`` rounded down to its hour as /v1/workloads does.
+  its usage (idle seconds, idle cost, energy, carbon) summed over the hourly rollups of the
+  hours [start, end) touches (``usage_report.ledger_period``, the rule of /v1/workloads).
 - ``GET /v1/gpus/{uuid}/series?start=&end=``: recent per-minute buckets of one GPU
   (activity, power, memory) from the in-memory SeriesBuffer; 404 for a GPU never seen.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
@@ -35,7 +34,8 @@ from collector.http.auth import BearerAuth
 from collector.http.query import QueryError, parse_window
 from collector.http.responses import Handler, error_response, json_response
 from collector.ledger.records import GpuRecord
-from collector.records import HOUR_SECONDS, Usage
+from collector.records import Usage
+from collector.usage_report import ledger_period
 from collector.web.series import SeriesBuffer, SeriesPoint
 
 PAGES = {"": "fleet", "idle": "idle", "recommendations": "recommendations",
@@ -170,8 +170,9 @@ class _ConsoleApi:
         return json_response(GpuUsageResponse(start=start, end=end, currency=currency, gpus=gpus))
 
     def _gpu_usage(self, start: float, end: float) -> list[GpuUsage]:
-        hour = math.floor(start / HOUR_SECONDS) * HOUR_SECONDS
-        used = {record.uuid: usage for record, usage in self.sources.usage.usage_by_gpu(hour, end)}
+        period = ledger_period(start, end, self.clock())
+        rows = self.sources.usage.usage_by_gpu(period.start, period.end)
+        used = {record.uuid: usage for record, usage in rows}
         prices = self.sources.prices
         return [
             GpuUsage(

@@ -73,7 +73,8 @@ def open_source(settings: AgentSettings, node: str, stats: AgentStats) -> GpuSou
 
         if settings.source.replay_path is None:
             raise ConfigError("source.replay_path: required with --source replay (use --trace)")
-        return ReplaySource(settings.source.replay_path, node=node)
+        # shifted so the trace's first point is now: a recorded trace is years old
+        return ReplaySource.from_settings(node, settings.source)
     from agent.sources.nvml.source import NvmlSource
 
     return NvmlSource(settings.source, stats=stats)

@@ -77,14 +77,17 @@ def render(demo: Demo, summary: Summary, final: bool = False) -> Group:
     head.add_row("waste so far", f"{summary.waste_total:,.2f} {cur}")
     head.add_row("energy so far", f"{summary.energy_kwh:,.1f} kWh, {summary.carbon_kg:,.1f} kgCO2e")
     recs = Table(title=f"{'Open' if final else 'Top'} recommendations", expand=False)
-    for column in ("kind", "subject", f"saves {cur}/month", "kWh/month", "kgCO2e/month"):
+    # the month is the top of a range: the window seen says how much to trust it
+    columns = ("kind", "subject", f"saves {cur}/month", "seen for", "kWh/month", "kgCO2e/month")
+    for column in columns:
         recs.add_column(column)
     for rec in summary.recommendations[: 20 if final else 6]:
         s = rec.savings
         recs.add_row(
             rec.kind.value,
             rec.subject,
-            f"{s.money_per_month:,.0f}",
+            f"{s.money_per_month_low:,.0f}-{s.money_per_month:,.0f}",
+            f"{s.evidence_seconds / 3600:,.1f} h",
             f"{s.energy_kwh_per_month:,.0f}",
             f"{s.carbon_kg_per_month:,.0f}",
         )

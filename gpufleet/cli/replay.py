@@ -2,8 +2,10 @@
 
 The trace's samples go, in batches of one node, through the same ingest, ordering,
 idle-episode and accounting code as live samples (an in-memory ledger), as fast as they
-can. A recorded point holds for 1.5 trace steps; a longer gap is unknown, never idle, so
-it ends an idle episode and counts as neither idle nor active time.
+can. The samples are the source's timeline, the rule the live replay source reads by:
+each recorded field holds for 1.5 trace steps on its own (the last point too), so a memory
+point never cuts the activity's hold short; past it a field is unknown, never idle, so a
+longer gap ends an idle episode and counts as neither idle nor active time.
 """
 
 from __future__ import annotations
@@ -75,14 +77,14 @@ def replay(source: ReplaySource, idle_threshold: float) -> list[WorkloadFigures]
             stale_after_seconds=HOLD_STEPS * source.step_seconds * 1.001,
         ),
     )
-    end = source.end + source.step_seconds
+    end = source.until + source.step_seconds  # every hold has run out
     collector = build_collector(settings, clock=lambda: end, tokens=frozenset())
     core = collector.core
     gpus = source.discover()
     counts: dict[str, list[int]] = {}  # workload key -> [samples, zero samples]
+    _count(source.recorded_samples(), counts)
     try:
         for seq, chunk in enumerate(_chunks(source.iter_samples(), BATCH_SAMPLES), start=1):
-            _count(chunk, counts)
             batch = _batch(source.node or "replay", gpus, chunk, seq, end)
             core.service.submit(encode_batch(batch), None, end).result()
             core.applier.tick()
@@ -110,7 +112,8 @@ def replay(source: ReplaySource, idle_threshold: float) -> list[WorkloadFigures]
 
 
 def _count(samples: Iterable[GpuSample], counts: dict[str, list[int]]) -> None:
-    """Recorded utilisation samples and how many read exactly zero, per workload."""
+    """Recorded utilisation samples (not the held copies) and how many read exactly zero,
+    per workload."""
     for sample in samples:
         if sample.sm_activity is None:
             continue
@@ -156,4 +159,5 @@ def print_table(figures: list[WorkloadFigures], source: ReplaySource) -> None:
             f"{f.idle_gpu_seconds / 3600:.2f}",
             f"{f.unknown_gpu_seconds / 3600:.2f}",
         )
-    Console().print(table)
+    console = Console()  # wide enough for workload names in a file or a pipe
+    (console if console.is_terminal else Console(width=160)).print(table)

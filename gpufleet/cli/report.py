@@ -1,5 +1,11 @@
 """``gpufleet report``: waste, energy and carbon by namespace, team, model or node over a period,
-read from the collector's ledger, as a table, CSV or JSON."""
+read from the collector's ledger, as a table, CSV or JSON.
+
+The ledger keeps hourly totals, so the period is widened to the whole hours it touches
+(from 22:15 means from 22:00); every output states the period its figures cover. Every
+grouping adds up to the same fleet total: namespace and team have a row for the GPU time
+nobody held, "(unallocated)".
+"""
 
 from __future__ import annotations
 
@@ -10,6 +16,7 @@ import os
 import re
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,14 +25,19 @@ from rich.table import Table
 
 from collector.analysis.cost import PriceBook
 from collector.config import CollectorSettings
+from collector.http.query import QueryError, parse_instant
 from collector.ledger.store import Ledger
 from collector.records import Usage
+from collector.usage_report import PERIOD_RULE, GroupReport, group_report, ledger_period
 from gpufleet.settings import ConfigError, load_settings
 
 _PERIOD = re.compile(r"^(\d+(?:\.\d+)?)([hdw])$")
 _UNIT_SECONDS = {"h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
 COLUMNS = ("group", "idle_gpu_hours", "waste", "gpu_hours", "cost", "energy_kwh",
            "estimated_energy_kwh", "carbon_kg")  # fmt: skip
+#: CSV rows also carry the period they cover, so a file read alone says it
+CSV_COLUMNS = (*COLUMNS, "period_start", "period_end")
+TOTAL = "total"
 
 
 def add_parser(commands: Any) -> None:
@@ -36,6 +48,9 @@ def add_parser(commands: Any) -> None:
     p.add_argument("--db", help="ledger: SQLite file (default: from config, gpufleet.db)")
     p.add_argument("--by", choices=["namespace", "team", "model", "node"], default="namespace")
     p.add_argument("--period", default="7d", help="how far back: e.g. 24h, 7d, 4w (default 7d)")
+    p.add_argument(
+        "--end", help="when the period ends: Unix seconds or ISO 8601, UTC by default (default now)"
+    )
     p.add_argument("--format", choices=["table", "csv", "json"], default="table")
     p.set_defaults(run=run)
 
@@ -47,22 +62,30 @@ def parse_period(text: str) -> float:
     return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
 
 
+def parse_end(text: str | None, now: float) -> float:
+    if text is None:
+        return now
+    try:
+        return parse_instant(text, "--end")
+    except QueryError as err:
+        raise ConfigError(str(err)) from None
+
+
+def row_of(group: str, u: Usage) -> dict[str, Any]:
+    return {
+        "group": group,
+        "idle_gpu_hours": round(u.idle_seconds / 3600, 3),
+        "waste": round(u.idle_cost, 2),
+        "gpu_hours": round((u.active_seconds + u.idle_seconds) / 3600, 3),
+        "cost": round(u.cost, 2),
+        "energy_kwh": round(u.energy_joules / 3.6e6, 3),
+        "estimated_energy_kwh": round(u.estimated_energy_joules / 3.6e6, 3),
+        "carbon_kg": round(u.carbon_grams / 1000, 3),
+    }
+
+
 def rows_for(usages: list[tuple[str, Usage]]) -> list[dict[str, Any]]:
-    rows = []
-    for group, u in usages:
-        known = u.active_seconds + u.idle_seconds
-        rows.append(
-            {
-                "group": group or "(none)",
-                "idle_gpu_hours": round(u.idle_seconds / 3600, 3),
-                "waste": round(u.idle_cost, 2),
-                "gpu_hours": round(known / 3600, 3),
-                "cost": round(u.cost, 2),
-                "energy_kwh": round(u.energy_joules / 3.6e6, 3),
-                "estimated_energy_kwh": round(u.estimated_energy_joules / 3.6e6, 3),
-                "carbon_kg": round(u.carbon_grams / 1000, 3),
-            }
-        )
+    rows = [row_of(group, usage) for group, usage in usages]
     return sorted(rows, key=lambda r: (-r["waste"], r["group"]))
 
 
@@ -78,35 +101,77 @@ def run(args: argparse.Namespace) -> int:
         if settings.pricing.price_book
         else PriceBook.example()
     )
-    end = time.time()
-    start = end - parse_period(args.period)
+    now = time.time()
+    end = parse_end(args.end, now)
+    period = ledger_period(end - parse_period(args.period), end, now)
     with Ledger.open(url) as ledger:
-        rows = rows_for(ledger.usage_by_group(start, end, args.by))
-    emit(rows, args, settings.pricing.currency or prices.currency)
+        answer = group_report(ledger, args.by, period)
+    emit(answer, args, settings.pricing.currency or prices.currency)
     return 0
 
 
-def emit(rows: list[dict[str, Any]], args: argparse.Namespace, currency: str) -> None:
+def iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def emit(answer: GroupReport, args: argparse.Namespace, currency: str) -> None:
+    rows, total = rows_for(answer.rows), row_of(TOTAL, answer.total)
+    period = answer.period
     if args.format == "json":
-        json.dump(
-            {"by": args.by, "period": args.period, "currency": currency, "rows": rows},
-            sys.stdout,
-            indent=2,
-        )
+        body = {"by": args.by, "period": args.period, "start": iso(period.start),
+                "end": iso(period.end), "asked_start": iso(period.asked_start),
+                "asked_end": iso(period.asked_end), "rule": PERIOD_RULE,
+                "currency": currency, "rows": rows, "total": total}  # fmt: skip
+        json.dump(body, sys.stdout, indent=2)
         sys.stdout.write("\n")
     elif args.format == "csv":
-        writer = csv.DictWriter(sys.stdout, fieldnames=COLUMNS)
+        writer = csv.DictWriter(sys.stdout, fieldnames=CSV_COLUMNS)
         writer.writeheader()
-        writer.writerows(rows)
+        span = {"period_start": iso(period.start), "period_end": iso(period.end)}
+        writer.writerows({**row, **span} for row in rows)
     else:
-        table = Table(title=f"last {args.period} by {args.by} ({currency})")
-        for column in COLUMNS:
-            table.add_column(
-                column.replace("_", " "), justify="left" if column == "group" else "right"
-            )
-        for row in rows:
-            table.add_row(*(str(row[c]) for c in COLUMNS))
-        _console().print(table)
+        _console().print(table(answer, rows, total, currency))
+
+
+def table(
+    answer: GroupReport, rows: list[dict[str, Any]], total: dict[str, Any], currency: str
+) -> Table:
+    """Rows, a total row, and a caption that says what the figures cover. The estimated
+    energy column appears only when some energy was estimated (integrated power)."""
+    period = answer.period
+    columns = [c for c in COLUMNS if c != "estimated_energy_kwh" or total[c] > 0]
+    shown = f"{_minute(period.start)} to {_minute(period.end)} UTC"
+    out = Table(
+        title=f"{answer.by}, {shown} ({period.seconds / 3600:.2f} h, {currency})",
+        caption=_caption(answer, total),
+    )
+    for column in columns:
+        out.add_column(column.replace("_", " "), justify="left" if column == "group" else "right")
+    for i, row in enumerate(rows):
+        out.add_row(*(_cell(row, c) for c in columns), end_section=i == len(rows) - 1)
+    out.add_row(*(_cell(total, c) for c in columns))
+    return out
+
+
+def _cell(row: dict[str, Any], column: str) -> str:
+    value = row[column]
+    if column == "group":
+        return str(value)
+    return f"{value:.2f}" if column in ("waste", "cost") else f"{value:.3f}"
+
+
+def _minute(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M")
+
+
+def _caption(answer: GroupReport, total: dict[str, Any]) -> str:
+    asked = answer.period
+    lines = [f"asked {iso(asked.asked_start)} to {iso(asked.asked_end)}; {PERIOD_RULE}"]
+    if answer.by in ("namespace", "team"):
+        lines.append("(unallocated): GPU time no workload held")
+    if total["estimated_energy_kwh"] == 0:
+        lines.append("energy: all from NVML energy counters, none estimated from power")
+    return "\n".join(lines)
 
 
 def _console() -> Console:

@@ -93,7 +93,8 @@ def _recommendations() -> list[Panel]:
         Panel(
             "bargauge",
             "Open recommendations by kind",
-            "Recommendations open or notified: release_idle, scale_down, right_size, pricing_plan.",
+            "Recommendations open or notified: release_idle, scale_down, right_size, "
+            "pricing_plan, consolidate.",
             "none",
             (Target("gpufleet_recommendations_open", "{{kind}}", instant=True),),
             width=8,
@@ -101,12 +102,20 @@ def _recommendations() -> list[Panel]:
         Panel(
             "bargauge",
             "Savings of open recommendations ($currency/month)",
-            "Estimated monthly saving if every open recommendation of the kind were acted on.",
+            "Monthly saving if every open recommendation of the kind were acted on: up to "
+            "the first bar if each situation lasts the month, at least the second if it "
+            "lasts only as long again as it has been observed (a short window is weak "
+            "evidence).",
             "short",
             (
                 Target(
                     'gpufleet_recommendation_savings_per_month{currency="$currency"}',
-                    "{{kind}}",
+                    "{{kind}} (if it lasts the month)",
+                    instant=True,
+                ),
+                Target(
+                    'gpufleet_recommendation_savings_low_per_month{currency="$currency"}',
+                    "{{kind}} (if it lasts as long again as seen)",
                     instant=True,
                 ),
             ),

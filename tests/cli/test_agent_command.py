@@ -40,6 +40,20 @@ def test_once_prints_every_gpu_as_json() -> None:
     assert first["sample"]["energy_joules"] > 0
 
 
+def test_a_replayed_trace_starts_now() -> None:
+    """A 2022 trace replayed by the agent reads from its first point on at start-up (its
+    times shifted to now); unshifted, every GPU read nothing."""
+    trace = Path(__file__).parents[1] / "fixtures" / "replay" / "alibaba-genai-2026-7pods.tar.gz"
+    out = gpufleet("agent", "--source", "replay", "--trace", str(trace), "--once", "--node", "r1")
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert len(report) == 7
+    reading = [r["sample"] for r in report if r["sample"] is not None]
+    assert len(reading) == 6  # one pod starts 21.7 h into the trace
+    assert all(abs(s["timestamp"] - time.time()) < 60 for s in reading)
+    assert all(s["workloads"][0]["namespace"] == "alibaba-genai" for s in reading)
+
+
 def test_environment_overrides_the_source() -> None:
     out = gpufleet("agent", "--once", env={"GPUFLEET_SOURCE__KIND": "simulated",
                                            "GPUFLEET_SOURCE__SIMULATED_GPUS": "2"})  # fmt: skip

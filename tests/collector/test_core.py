@@ -23,6 +23,7 @@ from collector.config import AnalysisSettings, CarbonSettings, CollectorSettings
 from collector.ledger.observers import StoredBatch
 from collector.ledger.store import Ledger, LedgerError, LedgerWrite
 from collector.service import CollectorCore
+from collector.usage_report import ledger_period
 from gpufleet.settings import ConfigError, load_settings
 
 T0 = 1_767_225_600.0  # an hour boundary
@@ -239,7 +240,8 @@ def test_an_episode_closed_while_a_report_is_built_counts_once(core: CollectorCo
     ingest(core, batch(2, range(600, 700, 10), sm=0.5))
     core.applier.tick(flush=True)  # closes it at +600 s and commits it
     models = core.service.accountant.workload_models()
-    (report,) = reports.workload_reports(core.ledger, T0, T0 + 700, [still_open], models, "")
+    period = ledger_period(T0, T0 + 700, T0 + 700)
+    (report,) = reports.workload_reports(core.ledger, period, [still_open], models, "")
     assert (report.idle_episodes, report.longest_idle_seconds) == (1, 600)
 
 

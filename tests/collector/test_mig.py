@@ -180,6 +180,15 @@ def test_a_mig_parent_whose_slices_are_all_held_is_allocated_and_never_scaled_do
     assert sorted(releases) == sorted(p.key for p in PODS)
 
 
+def test_a_whole_idle_mig_node_is_scaled_down_at_its_gpus_price_once(
+    core: CollectorCore,
+) -> None:
+    run_hour(core, idle, held=((), (), ()), parent_activity=True)
+    recs = core.recommender.evaluate(T0 + 3600)
+    [rec] = [r for r in recs if r.kind is RecommendationKind.SCALE_DOWN]
+    assert rec.savings.money_per_hour == pytest.approx(H100_PRICE, rel=1e-9)
+
+
 def test_mig_parent_state_follows_its_slices(core: CollectorCore) -> None:
     run_hour(core, lambda t: (0.0, 0.5, 0.0))
     assert {v.uuid: v.state for v in core.service.fleet(T0 + 3600)}[PARENT.uuid] is (

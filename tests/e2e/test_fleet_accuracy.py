@@ -9,7 +9,11 @@ measured, not aligned by construction.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections.abc import Iterator
+from datetime import UTC, datetime
 
 import httpx
 import pytest
@@ -203,3 +207,37 @@ def test_http_recommendations_agree_with_the_ledger(rig: FleetRig, http: httpx.C
 def test_http_api_refuses_requests_without_the_token(http: httpx.Client, path: str) -> None:
     assert http.get(path).status_code == 401
     assert http.get(path, headers={"Authorization": "Bearer wrong"}).status_code == 401
+
+
+def test_report_groupings_add_up_to_the_true_fleet(rig: FleetRig) -> None:
+    """`gpufleet report` on the run's ledger: every grouping's total is the fleet's true
+    energy (0.5 %) and idle GPU-hours (1 %), the same for all four groupings, and
+    --by namespace's (unallocated) row is the true energy of GPUs while nobody held them."""
+    fleet, start, end = rig.fleet, rig.start, rig.now
+    energy_kwh = sum(fleet.true_energy_joules(u, start, end) for u in fleet.gpu_uuids) / 3.6e6
+    keys = {job.workload.key for job in fleet.jobs}
+    held_kwh = sum(fleet.true_workload_energy_joules(k, start, end) for k in keys) / 3.6e6
+    idle_hours = sum(fleet.true_idle_seconds(u, start, end) for u in fleet.gpu_uuids) / 3600
+    totals = []
+    for by in ("namespace", "team", "model", "node"):
+        out = subprocess.run(
+            [sys.executable, "-m", "gpufleet", "report", "--db", rig.settings.ledger.url,
+             "--by", by, "--period", f"{(end - start) / 3600:g}h", "--end", f"{end:.0f}",
+             "--format", "json"],
+            capture_output=True, text=True, check=True, timeout=60,
+        )  # fmt: skip
+        answer = json.loads(out.stdout)
+        assert (answer["start"], answer["end"]) == (iso(start), iso(end))
+        total = answer["total"]
+        assert relative_error(total["energy_kwh"], energy_kwh) <= 0.005, by
+        assert relative_error(total["idle_gpu_hours"], idle_hours) <= 0.01, by
+        totals.append(total)
+        if by == "namespace":
+            rows = {r["group"]: r for r in answer["rows"]}
+            unallocated_kwh = energy_kwh - held_kwh
+            assert relative_error(rows["(unallocated)"]["energy_kwh"], unallocated_kwh) <= 0.005
+    assert all(t == totals[0] for t in totals)
+
+
+def iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

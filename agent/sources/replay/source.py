@@ -1,13 +1,15 @@
 """A GPU source that replays a recorded trace (formats.py beside it describes the formats).
 
 Gaps are missing data, never zeros. A recorded point holds for 1.5 trace steps (the step is
-the most common spacing between a GPU's consecutive points, unless given). Within a GPU's
-recorded life, ``read(now)`` always yields one sample for it; when ``now`` falls in a gap,
-that sample has every measured field ``None`` (sm_activity, dram_activity, power, energy,
-memory, ...) and keeps the last recorded workloads, so the collector sees "unknown", never
-"idle". A field a point did not record (the Alibaba utilisation series has holes the memory
-series has not) is ``None`` in that point's sample. Before a GPU's first point and from 1.5
-steps after its last, the GPU yields no sample: it did not exist then.
+the most common spacing between a GPU's consecutive points, unless given), each measured
+field on its own (timeline.py: the one rule, for ``read`` and ``iter_samples`` alike).
+Within a GPU's recorded life, ``read(now)`` always yields one sample for it; when ``now``
+falls in a gap, that sample has every measured field ``None`` (sm_activity, dram_activity,
+power, energy, memory, ...) and keeps the last recorded workloads, so the collector sees
+"unknown", never "idle". A field a point did not record (the Alibaba utilisation series has
+holes the memory series has not) carries its last value while that holds, then is
+``None``. Before a GPU's first point and from 1.5 steps after its last, the GPU yields no
+sample: it did not exist then.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from agent.sources.replay.formats import (
     open_trace_files,
     parse_stream,
 )
+from agent.sources.replay.timeline import Timeline, build_timeline
 from gpufleet.settings import ConfigError
 
 log = logging.getLogger(__name__)
@@ -70,6 +73,8 @@ class ReplaySource:
         self._times = {g: [s.timestamp for s in ss] for g, ss in self._samples.items()}
         self._gpus = _build_infos(rows, self._samples)
         self.step_seconds = step_seconds or _infer_step(self._times.values())
+        hold = HOLD_STEPS * self.step_seconds
+        self._timelines = {g: build_timeline(ss, hold) for g, ss in self._samples.items()}
         first = min((t[0] for t in self._times.values()), default=0.0)
         self.time_shift_seconds = 0.0 if start_at is None else start_at - first
 
@@ -100,50 +105,53 @@ class ReplaySource:
     def discover(self) -> list[GpuInfo]:
         return list(self._gpus)
 
+    @property
+    def until(self) -> float:
+        """When the last GPU stops reading (shifted): the last point plus its hold."""
+        return self.end + HOLD_STEPS * self.step_seconds
+
     def read(self, now: float) -> list[GpuSample]:
         """The recorded state at ``now``; see the module docstring for gaps and lifetimes."""
         at = now - self.time_shift_seconds
-        hold = HOLD_STEPS * self.step_seconds
         out = []
         for info in self._gpus:
-            times = self._times[info.uuid]
-            i = bisect.bisect_right(times, at) - 1
-            if i < 0 or (i == len(times) - 1 and at - times[i] >= hold):
-                continue
-            recorded = self._samples[info.uuid][i]
-            if at - times[i] >= hold:
-                out.append(_gap_sample(recorded, now))
-            else:
-                out.append(msgspec.structs.replace(recorded, timestamp=now))
+            timeline = self._timelines[info.uuid]
+            i = bisect.bisect_right(timeline.times, at) - 1
+            if 0 <= i < len(timeline.times) - 1:  # the last state is the end of its life
+                out.append(msgspec.structs.replace(timeline.states[i], timestamp=now))
         return out
 
     def iter_samples(self, mark_gaps: bool = True) -> Iterator[GpuSample]:
-        """Every recorded point in time order (ties in GPU index order), shifted.
-
-        With ``mark_gaps``, a gap also yields one all-``None`` sample at the instant
-        ``read`` starts reporting the gap (last point + 1.5 steps), so a pipeline fed from
-        this iterator sees the same unknown stretch as one polling ``read``.
-        """
+        """Every GPU's timeline in time order (ties in GPU index order), shifted: the state
+        at each recorded point and, with ``mark_gaps``, at each instant a hold runs out
+        (a field turns unknown, a gap begins, the GPU's life ends), so a pipeline fed from
+        this iterator sees what one polling ``read`` sees."""
         streams = [
-            self._gpu_stream(info, order, mark_gaps) for order, info in enumerate(self._gpus)
+            self._gpu_stream(self._timelines[info.uuid], order, mark_gaps)
+            for order, info in enumerate(self._gpus)
         ]
         for _, _, sample in heapq.merge(*streams, key=lambda item: (item[0], item[1])):
             yield sample
 
+    def recorded_samples(self) -> Iterator[GpuSample]:
+        """Every point as the trace recorded it (nothing held), in time order, shifted:
+        for figures about the recording itself (how many utilisation samples, how many 0)."""
+        shift = self.time_shift_seconds
+        streams = [
+            ((s.timestamp + shift, order, s) for s in self._samples[info.uuid])
+            for order, info in enumerate(self._gpus)
+        ]
+        for at, _, sample in heapq.merge(*streams, key=lambda item: (item[0], item[1])):
+            yield msgspec.structs.replace(sample, timestamp=at)
+
     def _gpu_stream(
-        self, info: GpuInfo, order: int, mark_gaps: bool
+        self, timeline: Timeline, order: int, mark_gaps: bool
     ) -> Iterator[tuple[float, int, GpuSample]]:
-        shift, hold = self.time_shift_seconds, HOLD_STEPS * self.step_seconds
-        samples = self._samples[info.uuid]
-        for i, sample in enumerate(samples):
-            shifted = sample.timestamp + shift
-            yield shifted, order, msgspec.structs.replace(sample, timestamp=shifted)
-            if (
-                mark_gaps
-                and i + 1 < len(samples)
-                and samples[i + 1].timestamp - sample.timestamp > hold
-            ):
-                yield shifted + hold, order, _gap_sample(sample, shifted + hold)
+        shift = self.time_shift_seconds
+        events = zip(timeline.times, timeline.states, timeline.points, strict=True)
+        for at, state, is_point in events:
+            if is_point or mark_gaps:
+                yield at + shift, order, msgspec.structs.replace(state, timestamp=at + shift)
 
     def close(self) -> None:
         """Nothing to release: the trace was read whole at construction."""
@@ -193,8 +201,3 @@ def _infer_step(series: Iterable[list[float]]) -> float:
     for times in series:
         gaps.update(round(b - a, 3) for a, b in itertools.pairwise(times) if b > a)
     return gaps.most_common(1)[0][0] if gaps else FALLBACK_STEP_SECONDS
-
-
-def _gap_sample(last: GpuSample, now: float) -> GpuSample:
-    """The sample for a GPU in a gap: nothing measured, still held by the last workloads."""
-    return GpuSample(timestamp=now, gpu_uuid=last.gpu_uuid, workloads=last.workloads)

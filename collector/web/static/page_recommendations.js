@@ -1,4 +1,5 @@
-// Recommendations: kind, subject, evidence, savings per month (money, kWh, kgCO2e); dismiss.
+// Recommendations: kind, subject, evidence, how long it was seen (and the confidence that
+// gives), savings per month (money, kWh, kgCO2e); dismiss.
 import { getJSON, postJSON, query } from "./api.js";
 import { h, kpi, table } from "./dom.js";
 import * as f from "./format.js";
@@ -13,13 +14,29 @@ function evidenceValue(name, value) {
   if (typeof value === "number" && name.endsWith("_bytes")) return f.gib(value) + " GiB";
   if (typeof value === "number" && name.endsWith("_watts")) return f.watts(value) + " W";
   if (typeof value === "number") return Number.isInteger(value) ? String(value) : value.toFixed(2);
+  if (Array.isArray(value) && name === "moves") return value.map(move).join("; ");
   if (Array.isArray(value)) return value.length > 2 ? `${value.length} × ${String(value[0]).slice(0, 12)}…` : value.join(", ");
   return typeof value === "object" && value !== null ? JSON.stringify(value) : String(value);
 }
 
+// one consolidate move: "2 × H100 slurm:42 → gpu-node-03"
+function move(m) {
+  return `${m.gpus} × ${m.model} ${m.workloads.join(" + ")} → ${m.to_node}`;
+}
+
+function tooltip(value) {
+  if (!Array.isArray(value)) return null;
+  return value.map((v) => (typeof v === "object" && v !== null ? JSON.stringify(v) : String(v))).join("\n");
+}
+
 function evidence(rec) {
   return h("dl", { class: "evidence" }, Object.entries(rec.evidence).slice(0, 7).map(([name, value]) =>
-    h("div", {}, h("dt", {}, name.replaceAll("_", " ")), h("dd", { title: Array.isArray(value) ? value.join("\n") : null }, evidenceValue(name, value)))));
+    h("div", {}, h("dt", {}, name.replaceAll("_", " ")), h("dd", { title: tooltip(value) }, evidenceValue(name, value)))));
+}
+
+// a month extrapolated from a short window is the top of a range: say both ends
+function range(s) {
+  return t("rec.range", { low: f.money0(s.money_per_month_low), high: f.money0(s.money_per_month), cur: s.currency });
 }
 
 function row(rec, redraw) {
@@ -33,7 +50,9 @@ function row(rec, redraw) {
     h("td", {}, h("span", { class: `kind kind-${rec.kind}` }, t("kind." + rec.kind))),
     h("td", {}, subject, h("div", { class: "muted small" }, rec.title)),
     h("td", {}, evidence(rec)),
-    h("td", { class: "num", "data-col": "money" }, f.money0(rec.savings.money_per_month)),
+    h("td", { "data-col": "seen" }, f.duration(rec.savings.evidence_seconds),
+      h("div", { class: "muted small" }, t("rec.confidence", { p: f.pct(rec.savings.confidence) }))),
+    h("td", { class: "num", "data-col": "money", title: range(rec.savings) }, f.money0(rec.savings.money_per_month)),
     h("td", { class: "num", "data-col": "kwh" }, f.money0(rec.savings.energy_kwh_per_month)),
     h("td", { class: "num", "data-col": "kg" }, f.money0(rec.savings.carbon_kg_per_month)),
     h("td", {}, t("status." + rec.status)),
@@ -58,6 +77,7 @@ export async function render({ params, redraw }) {
   const sum = (key) => live.reduce((total, r) => total + r.savings[key], 0);
   const cur = recs.length ? recs[0].savings.currency : "";
   const columns = [{ label: t("col.kind") }, { label: t("col.subject") }, { label: t("col.evidence") },
+    { label: t("col.seen") },
     { label: `${t("col.saves_money")} (${cur})`, num: true }, { label: t("col.saves_energy"), num: true },
     { label: t("col.saves_carbon"), num: true }, { label: t("col.status") }, { label: "" }];
   return h("div", { class: "page" },

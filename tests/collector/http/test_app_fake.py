@@ -94,7 +94,8 @@ def make_recommendation(rec_id: str, kind: RecommendationKind, money: float) -> 
         subject="pod:ml/notebook-7",
         title=f"{kind.value} {rec_id}",
         evidence={"idle_seconds": 3600.0},
-        savings=Savings(money, 10.0, 4.0, "CNY", money / 730.0),
+        # seen for an hour: the low end is one hour's saving, confidence 1 h of a week
+        savings=Savings(money, 10.0, 4.0, "CNY", money / 730.0, 3600.0, money / 730.0, 1 / 168),
         status=RecommendationStatus.OPEN,
         opened_at=NOW - 3600,
         updated_at=NOW - 60,

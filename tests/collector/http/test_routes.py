@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from openapi_spec_validator import validate
 from starlette.requests import Request
@@ -84,6 +86,20 @@ def test_workloads_default_to_the_last_24_hours(client: AsgiClient, backend: Fak
 
 
 @pytest.mark.parametrize(
+    ("query", "covered"),
+    [  # the ledger keeps hourly totals: the figures cover the hours the range touches
+        ("start=2025-12-31T22:15:00Z", (NOW - 7200, NOW)),
+        ("start=2025-12-31T20:00:00Z&end=2025-12-31T22:30:00Z", (NOW - 14400, NOW - 3600)),
+    ],
+)
+def test_workloads_state_the_whole_hours_their_figures_cover(
+    client: AsgiClient, query: str, covered: tuple[float, float]
+) -> None:
+    body = client.get(f"/v1/workloads?{query}", headers=AUTH).json()
+    assert (body["covered_start"], body["covered_end"]) == covered
+
+
+@pytest.mark.parametrize(
     ("query", "window"),
     [
         ("start=1767139200&end=1767225600", (1767139200.0, 1767225600.0)),
@@ -151,6 +167,18 @@ def test_dismissing_a_recommendation(client: AsgiClient, backend: FakeBackend) -
     assert backend.recs["r1"].status is RecommendationStatus.DISMISSED
 
 
+def test_dismissing_a_recommendation_whose_id_holds_a_slash(
+    client: AsgiClient, backend: FakeBackend
+) -> None:
+    """A pod's id is "release_idle:pod:<namespace>/<name>": the console sends the slash
+    percent-encoded, and the route must still find the recommendation (it was a 404)."""
+    rec_id = "release_idle:pod:ml/notebook-7"
+    backend.recs[rec_id] = make_recommendation(rec_id, RecommendationKind.RELEASE_IDLE, 50.0)
+    done = client.post("/v1/recommendations/release_idle:pod:ml%2Fnotebook-7/dismiss", headers=AUTH)
+    assert (done.status_code, done.json()["id"]) == (200, rec_id)
+    assert backend.recs[rec_id].status is RecommendationStatus.DISMISSED
+
+
 def test_get_on_the_ingest_route_is_405_json(client: AsgiClient) -> None:
     response = client.get("/v1/batches", headers=AUTH)
     assert response.status_code == 405
@@ -160,8 +188,8 @@ def test_get_on_the_ingest_route_is_405_json(client: AsgiClient) -> None:
 def test_the_openapi_document_is_valid_and_lists_every_route(client: AsgiClient) -> None:
     document = client.get("/openapi.json").json()
     validate(document)  # raises on an invalid OpenAPI 3.1 document
-    routes = {
-        (route.path, method.lower())
+    routes = {  # a Starlette convertor ("{rec_id:path}") is no part of the OpenAPI path
+        (re.sub(r":\w+}", "}", route.path), method.lower())
         for route in client.app.routes  # type: ignore[attr-defined]
         if isinstance(route, Route)
         for method in (route.methods or ()) - {"HEAD"}
@@ -170,6 +198,11 @@ def test_the_openapi_document_is_valid_and_lists_every_route(client: AsgiClient)
     assert documented == routes
     batch = document["components"]["schemas"]["Batch"]
     assert {"node", "agent_boot_id", "seq", "samples"} <= set(batch["required"])
+    # each saving states its observation window and the range it supports
+    savings = document["components"]["schemas"]["Savings"]["properties"]
+    assert {"evidence_seconds", "money_per_month_low", "confidence"} <= set(savings)
+    kinds = document["components"]["schemas"]["RecommendationKind"]["enum"]
+    assert "consolidate" in kinds
 
 
 def test_docs_page_links_the_document(client: AsgiClient) -> None:

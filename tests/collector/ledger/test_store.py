@@ -162,6 +162,7 @@ def test_queries_respect_hour_ranges_and_groups(ledger: Ledger) -> None:
     assert ledger.model_usage(*hours_1_2) == [
         ModelUsage(
             model="A100",
+            node="n2",
             gpu_count=1,
             observed_seconds=20.0,
             allocated_seconds=8.0,
@@ -169,6 +170,7 @@ def test_queries_respect_hour_ranges_and_groups(ledger: Ledger) -> None:
         ),
         ModelUsage(
             model="H100",
+            node="n1",
             gpu_count=1,
             observed_seconds=5.0,
             allocated_seconds=5.0,

@@ -91,8 +91,15 @@ def release_rec(
         subject=key,
         title=f"Release {gpus} idle H100 GPU(s) held by {key}: {money_per_hour:.2f} USD/h",
         evidence={"idle_since": at - 7200.0, "nodes": ["gpu-node-00"]},
-        savings=Savings(
-            money_per_hour * 730, 700.0 * gpus * 0.73, 290.0 * gpus, "USD", money_per_hour
+        savings=Savings(  # idle for 2 h when evaluated: the window behind the figure
+            money_per_hour * 730,
+            700.0 * gpus * 0.73,
+            290.0 * gpus,
+            "USD",
+            money_per_hour,
+            evidence_seconds=7200.0,
+            money_per_month_low=money_per_hour * 2,
+            confidence=7200.0 / (7 * 24 * 3600),
         ),
         status=status,
         opened_at=at,

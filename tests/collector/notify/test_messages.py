@@ -3,6 +3,7 @@ English and Simplified Chinese; WeCom's 4096-byte limit counted in UTF-8."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -10,6 +11,7 @@ from collector.notify import wecom
 from collector.notify.changes import facts_of
 from collector.notify.messages import Event, render
 from collector.notify.settings import resolve_channel
+from collector.records import RecommendationKind
 from tests.collector.notify.rig import (
     LINKS,
     T0,
@@ -39,7 +41,9 @@ def test_english_release_message_says_what_where_who_and_how_much() -> None:
         "Node": "gpu-node-00",
         "GPUs": "2 x H100",
         "Idle for": "2 h 10 min",  # idle since T0 - 2 h, now T0 + 10 min
-        "Cost": "8.40 USD/h, about 6,132 USD/month",
+        "Cost": "8.40 USD/h, 17-6,132 USD/month",  # 2 h seen: 2 x 8.40 at the low end
+        "Evidence": "seen for 2 h, low confidence (low end: it lasts as long again; "
+        "high end: it lasts the month)",
         "Energy and CO2": "1,022 kWh and 580 kg CO2e per month",
     }
     assert text.links == (("Open in gpufleet", LINKS.collector_url), ("Grafana", LINKS.grafana_url))
@@ -51,7 +55,8 @@ def test_chinese_release_message_reads_naturally() -> None:
     assert text.title == "pod:ml/notebook-7 占用的 2 张 GPU 一直空闲，建议释放"
     assert fields["GPU"] == "2 张 H100"
     assert fields["已空闲"] == "2 小时 10 分钟"
-    assert fields["费用"] == "每小时 8.40 USD，每月约 6,132 USD"
+    assert fields["费用"] == "每小时 8.40 USD，每月约 17～6,132 USD"
+    assert fields["依据"] == "已观察 2 小时，置信度低（下限按再持续同样时长计，上限按持续整月计）"
     assert fields["能耗与碳排放"] == "每月约 1,022 千瓦时电，580 千克二氧化碳当量"
     assert text.links[0] == ("在 gpufleet 中查看", LINKS.collector_url)
 
@@ -119,3 +124,22 @@ def test_a_wecom_digest_is_split_into_messages_under_4096_bytes(tmp_path: Path) 
     assert max(sizes) <= 4096
     carried = sum(r.json["markdown"]["content"].count("作业: pod:ml/job-") for r in robot.received)
     assert carried == 40
+
+
+def test_consolidate_message_names_the_node_to_free_and_the_evidence() -> None:
+    rec = dataclasses.replace(
+        release_rec(7, money_per_hour=55.04, gpus=8),
+        id="consolidate:gpu-node-06",
+        kind=RecommendationKind.CONSOLIDATE,
+        subject="gpu-node-06",
+        workload_key="",
+        namespace="",
+        node="gpu-node-06",
+        evidence={"idle_since": T0 - 7200.0, "target_nodes": ["gpu-node-00"]},
+    )
+    facts = facts_of(rec, index_for(rec), T0)
+    event = Event(key="k", source="recommendations", kind="opened", facts=facts)
+    en, zh = render([event], "en", LINKS), render([event], "zh", LINKS)
+    assert en.title == "Consolidate: move the work off gpu-node-06 and release it"
+    assert zh.title == "建议整合：把 gpu-node-06 上的作业迁到其他节点的空闲 GPU，释放该节点"
+    assert dict(en.sections[0].fields)["Cost"] == "55.04 USD/h, 110-40,179 USD/month"

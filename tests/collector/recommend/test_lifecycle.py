@@ -89,20 +89,20 @@ def test_mig_instance_costs_its_slice() -> None:
     assert rec.savings.money_per_hour == pytest.approx(6.88 * 3 / 7)
 
 
-def test_scale_down_unallocated_gpus_and_whole_nodes() -> None:
+def test_scale_down_only_whole_idle_nodes() -> None:
     gpus = [
         gpu("A", GpuState.UNALLOCATED, WINDOW, node="n2"),
         gpu("B", GpuState.UNALLOCATED, WINDOW + 60, node="n2"),
-        gpu("C", GpuState.ACTIVE, node="n2"),
-        gpu("D", GpuState.UNALLOCATED, WINDOW - 1, node="n2"),
+        gpu("C", GpuState.ACTIVE, node="n2", holders=(TRAINING,)),  # n2 runs work
+        gpu("D", GpuState.UNALLOCATED, WINDOW, node="n4"),
+        gpu("G", GpuState.UNALLOCATED, WINDOW - 1, node="n4"),  # not idle long enough yet
         gpu("E", GpuState.UNALLOCATED, WINDOW, node="n3", model="L4", power=None),
         gpu("F", GpuState.UNALLOCATED, 2 * WINDOW, node="n3", model="L4", power=None),
     ]
-    n2, n3 = run(gpus)
-    assert (n2.id, n2.gpu_uuids, n2.evidence["whole_node"]) == ("scale_down:n2", ("A", "B"), False)
-    assert n2.savings.money_per_hour == pytest.approx(2 * 6.88)
-    assert (n3.node, n3.evidence["whole_node"]) == ("n3", True)
-    assert "whole" not in n2.title and "node n3" in n3.title
+    [n3] = run(gpus)
+    assert (n3.id, n3.gpu_uuids, n3.evidence["whole_node"]) == ("scale_down:n3", ("E", "F"), True)
+    assert "node n3" in n3.title
+    assert n3.savings.money_per_hour == pytest.approx(2 * 0.80)
     # L4 without a power reading: the catalogue's idle power (14 W)
     assert n3.savings.energy_kwh_per_month == pytest.approx(2 * 14 * 730 / 1000)
 
@@ -153,7 +153,7 @@ LOOKBACK = SETTINGS.pricing_lookback_seconds
 
 def usage(fraction: float, count: int = 8, coverage: float = 1.0) -> ModelUsage:
     observed = count * LOOKBACK * coverage
-    return ModelUsage("H100", count, observed, observed * fraction, observed * fraction * 0.8)
+    return ModelUsage("H100", "n1", count, observed, observed * fraction, observed * fraction * 0.8)
 
 
 def test_pricing_switches_to_reserved_only_past_break_even_plus_margin() -> None:
@@ -180,6 +180,25 @@ def test_every_declared_kind_is_one_a_rule_produces() -> None:
     """The kinds the collector exports (``gpufleet_recommendations_open``) and the dashboards
     list are the ones ``evaluate`` can make: a declared kind that nothing produces would show
     as a permanent zero, promising a recommendation that never comes."""
-    gpus = [*stuck(WINDOW), gpu("A", GpuState.UNALLOCATED, WINDOW, node="n2")]
+    spread = [  # n3's job fits on n4's free GPU: n3 can go
+        gpu("J", GpuState.ACTIVE, node="n3", holders=(TRAINING,)),
+        gpu("K", GpuState.UNALLOCATED, WINDOW, node="n3"),
+        gpu("L", GpuState.ACTIVE, node="n4", holders=(TRAINING,)),
+        gpu("M", GpuState.UNALLOCATED, WINDOW, node="n4"),
+    ]
+    gpus = [*stuck(WINDOW), gpu("A", GpuState.UNALLOCATED, WINDOW, node="n2"), *spread]
     recs = run(gpus, [profile("H100", 3 * GB, 4 * GB, 0.05)], [usage(0.75)])
     assert {rec.kind for rec in recs} == set(RecommendationKind)
+
+
+def test_pricing_judges_each_node_at_its_own_plan() -> None:
+    """n1 pays the book (on demand), n2's override has it reserved: at 40 % allocated n1
+    stays on demand and n2 should leave its reservation (break-even 0.62 - margin 0.1)."""
+    book = PriceBook.from_mapping({"currency": "USD", "models": {"H100": {
+        "on_demand_per_gpu_hour": 6.88, "reserved_per_gpu_hour": 4.27}},
+        "node_overrides": {"n2": {"H100": {"current_plan": "reserved"}}}})  # fmt: skip
+    observed = 8 * LOOKBACK
+    on_n2 = ModelUsage("H100", "n2", 8, observed, observed * 0.4, observed * 0.3)
+    [rec] = run(models=[usage(0.4), on_n2], prices=book)
+    assert (rec.subject, rec.evidence["nodes"]) == ("model:H100@n2", ["n2"])
+    assert rec.savings.money_per_hour == pytest.approx((4.27 - 6.88 * 0.4) * 8)

@@ -54,7 +54,7 @@ WITH_HOLES = {"87b9247b", "673d3687", "3ed83727", "2e6ae913"}
 def per_pod() -> dict[str, list[GpuSample]]:
     source = ReplaySource(FIXTURE)
     pods: dict[str, list[GpuSample]] = {}
-    for sample in source.iter_samples():
+    for sample in source.recorded_samples():
         (workload,) = sample.workloads
         pods.setdefault(str(workload.name), []).append(sample)
     return pods
@@ -125,11 +125,22 @@ def test_holes_are_unknown_and_end_idle_runs(pod: str, per_pod: dict[str, list[G
 def test_read_in_a_utilisation_hole_says_unknown_not_zero(
     per_pod: dict[str, list[GpuSample]],
 ) -> None:
+    """The memory point in the hole carries the last duty cycle while it holds (1.5 steps,
+    85.5 s); from then on the activity is unknown, and the memory still reads."""
     source = ReplaySource(FIXTURE)
-    hole = next(s for s in per_pod["3ed83727"] if s.sm_activity is None)
-    (sample,) = [s for s in source.read(hole.timestamp + 10.0) if s.gpu_uuid == hole.gpu_uuid]
-    assert sample.sm_activity is None and sample.memory_used_bytes is not None
-    assert sample.timestamp == hole.timestamp + 10.0
+    samples = per_pod["3ed83727"]
+    at = next(i for i, s in enumerate(samples) if s.sm_activity is None)
+    hole, before = samples[at], samples[at - 1]
+    assert before.sm_activity is not None and hole.timestamp - before.timestamp == 57.0
+
+    def read(t: float) -> GpuSample:
+        (sample,) = [s for s in source.read(t) if s.gpu_uuid == hole.gpu_uuid]
+        assert sample.timestamp == t and sample.memory_used_bytes == hole.memory_used_bytes
+        return sample
+
+    held = read(hole.timestamp + 10.0)
+    assert held.sm_activity == before.sm_activity and held.activity_coarse
+    assert read(before.timestamp + 85.5).sm_activity is None
 
 
 def test_a_pod_yields_nothing_before_it_starts_or_after_it_ends() -> None:
@@ -138,3 +149,30 @@ def test_a_pod_yields_nothing_before_it_starts_or_after_it_ends() -> None:
     assert len(source.read(late - 1.0)) == 6 and len(source.read(late)) == 7
     assert len(source.read(source.end + 1.5 * 57.0 - 0.01)) == 7
     assert source.read(source.end + 1.5 * 57.0) == []
+
+
+@pytest.mark.parametrize("pod", ["2e6ae913", "e776c139"])  # with holes, without
+def test_polling_read_sees_each_duty_cycle_point_held_for_one_and_a_half_steps(
+    pod: str, per_pod: dict[str, list[GpuSample]]
+) -> None:
+    """The agent's replay source, polled every 0.5 s (the hold ends on that grid), reads
+    each recorded duty cycle until the next one or 1.5 steps (85.5 s), the last one too,
+    whatever the memory series records in between: the rule ``gpufleet replay`` uses."""
+    duty = [s for s in per_pod[pod] if s.sm_activity is not None]
+    truth = {"idle": 0.0, "active": 0.0}
+    for i, point in enumerate(duty):
+        until = point.timestamp + 85.5
+        if i + 1 < len(duty):
+            until = min(until, duty[i + 1].timestamp)
+        truth["idle" if point.sm_activity == 0.0 else "active"] += until - point.timestamp
+    source = ReplaySource(FIXTURE)
+    gpu_uuid = per_pod[pod][0].gpu_uuid
+    polled = {"idle": 0.0, "active": 0.0, "unknown": 0.0}
+    t = per_pod[pod][0].timestamp
+    while reading := [s for s in source.read(t) if s.gpu_uuid == gpu_uuid]:
+        (sample,) = reading
+        state = "unknown" if sample.sm_activity is None else "active"
+        polled["idle" if sample.sm_activity == 0.0 else state] += 0.5
+        t += 0.5
+    assert (polled["idle"], polled["active"]) == (truth["idle"], truth["active"])
+    assert t == per_pod[pod][-1].timestamp + 85.5  # then the GPU is gone

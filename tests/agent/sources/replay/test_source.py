@@ -48,14 +48,15 @@ def test_jsonl_round_trip_is_lossless(tmp_path: Path) -> None:
     assert [(g.uuid, g.index, g.name) for g in source.discover()] == [
         (g.uuid, g.index, g.name) for g in node.discover()
     ]
-    assert list(source.iter_samples()) == samples  # processes, workloads, labels included
+    assert list(source.recorded_samples()) == samples  # processes, workloads, labels included
+    assert list(source.iter_samples(mark_gaps=False)) == samples  # every field every point
 
 
 def test_csv_round_trip_keeps_scalar_fields_and_the_workload(tmp_path: Path) -> None:
     node, samples = simulated_run()
     path = tmp_path / "trace.csv"
     write_trace(path, samples, gpus={g.uuid: g for g in node.discover()})
-    replayed = list(ReplaySource(path).iter_samples())
+    replayed = list(ReplaySource(path).recorded_samples())
     assert len(replayed) == len(samples)
     for got, want in zip(replayed, samples, strict=True):
         want_scalars = msgspec.structs.replace(want, processes=(), workloads=())
@@ -96,9 +97,12 @@ def test_iter_samples_marks_gaps_where_read_starts_reporting_them(tmp_path: Path
     ]
     source = ReplaySource(write_rows(tmp_path / "g.jsonl", rows))
     marked = list(source.iter_samples())
+    # the last point holds too: its 1.5 steps end at 11.5, where read stops yielding the GPU
     assert [(s.timestamp, s.sm_activity) for s in marked] == [
-        (0.0, 0.0), (1.0, 0.0), (2.0, 0.0), (3.5, None), (9.0, 0.0), (10.0, 0.0)]  # fmt: skip
+        (0.0, 0.0), (1.0, 0.0), (2.0, 0.0), (3.5, None), (9.0, 0.0), (10.0, 0.0),
+        (11.5, None)]  # fmt: skip
     assert source.read(3.49)[0].sm_activity == 0.0 and source.read(3.5)[0].sm_activity is None
+    assert source.read(11.49)[0].sm_activity == 0.0 and source.read(11.5) == []
     assert len(list(source.iter_samples(mark_gaps=False))) == 5
 
 
@@ -107,7 +111,8 @@ def test_iter_samples_is_in_time_order_across_gpus(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
     write_trace(path, reversed(samples), gpus={g.uuid: g for g in node.discover()})
     order = {g.uuid: g.index for g in node.discover()}
-    keys = [(s.timestamp, order[s.gpu_uuid]) for s in ReplaySource(path).iter_samples()]
+    replayed = ReplaySource(path).iter_samples(mark_gaps=False)
+    keys = [(s.timestamp, order[s.gpu_uuid]) for s in replayed]
     assert keys == sorted(keys) and len(keys) == len(samples)
 
 
@@ -143,9 +148,9 @@ def test_archives_and_directories_are_read(tmp_path: Path) -> None:
     archive.parent.mkdir()
     with tarfile.open(archive, "w:gz") as tar:
         tar.add(inner, arcname="nested/trace.csv")
-    from_archive = list(ReplaySource(archive).iter_samples())
-    assert from_archive == list(ReplaySource(inner).iter_samples())
-    assert list(ReplaySource(archive.parent).iter_samples()) == from_archive
+    from_archive = list(ReplaySource(archive).recorded_samples())
+    assert from_archive == list(ReplaySource(inner).recorded_samples())
+    assert list(ReplaySource(archive.parent).recorded_samples()) == from_archive
 
 
 @pytest.mark.parametrize(
