@@ -86,6 +86,9 @@ class Accountant:
             self._close_mig_parent(run, usage, write)
             return
         stats_deltas = write.workload_stats
+        # a slice's holder runs on the slice, not the whole GPU (right-sizing starts there)
+        profile = gpu.info.mig_profile
+        model = f"{gpu.model} MIG {profile}" if profile else gpu.model
         for ref, share in run.shares.items():
             _add(write.workload_usage, (run.hour, ref.key), workload_part(usage, share))
             stats = stats_deltas.get(ref.key)
@@ -98,8 +101,8 @@ class Accountant:
                 write.workloads[ref.key] = self._workload_refs[ref.key] = ref
             held = self._workload_gpus.setdefault(ref.key, set())
             held.add(uuid)
-            stats.gpu_model = gpu.model
-            self._workload_models[ref.key] = gpu.model
+            stats.gpu_model = model
+            self._workload_models[ref.key] = model
             stats.gpu_count = len(held)
             stats.last_seen = max(stats.last_seen, run.end)
 

@@ -189,6 +189,19 @@ def test_a_whole_idle_mig_node_is_scaled_down_at_its_gpus_price_once(
     assert rec.savings.money_per_hour == pytest.approx(H100_PRICE, rel=1e-9)
 
 
+def test_right_sizing_starts_from_the_slice_a_workload_holds(core: CollectorCore) -> None:
+    """A day on the slices at low activity and no memory: w0's 3g slice could be a 1g
+    (saving 2/7 of the GPU), w1's 2g a 1g (1/7); a 1g holder would get nothing (it is on
+    the smallest), and nobody is told to save against the whole GPU."""
+    day = 24 * 3600 + 600
+    ingest(core, mig_batch(1, range(0, day + 1, 60), lambda t: (0.02, 0.02, 0.02)))
+    core.applier.tick(flush=True)
+    recs = core.recommender.evaluate(T0 + day)
+    saving = {r.workload_key: r.savings.money_per_hour for r in recs
+              if r.kind is RecommendationKind.RIGHT_SIZE}  # fmt: skip
+    assert saving == pytest.approx({PODS[0].key: H100_PRICE * 2 / 7, PODS[1].key: H100_PRICE / 7})
+
+
 def test_mig_parent_state_follows_its_slices(core: CollectorCore) -> None:
     run_hour(core, lambda t: (0.0, 0.5, 0.0))
     assert {v.uuid: v.state for v in core.service.fleet(T0 + 3600)}[PARENT.uuid] is (
