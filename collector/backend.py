@@ -19,7 +19,14 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from agent.model import BatchAck
-from collector.records import GpuState, GpuView, Recommendation, RecommendationStatus, Usage
+from collector.records import (
+    DuplicateGpu,
+    GpuState,
+    GpuView,
+    Recommendation,
+    RecommendationStatus,
+    Usage,
+)
 
 
 class RejectReason(enum.StrEnum):
@@ -34,6 +41,8 @@ class RejectReason(enum.StrEnum):
     FUTURE_TIMESTAMP = "future_timestamp"
     PAST_TIMESTAMP = "past_timestamp"
     UNKNOWN_GPU = "unknown_gpu"
+    #: a GPU uuid another node still reports (collector/fleet/claims.py)
+    DUPLICATE_GPU = "duplicate_gpu"
 
 
 class IngestError(Exception):
@@ -201,6 +210,10 @@ class CollectorBackend(Protocol):
         """Every known GPU and MIG instance with its state at ``now``."""
         ...
 
+    def duplicate_gpus(self) -> list[DuplicateGpu]:
+        """GPU uuids a second node claimed while the first still reported them (refused)."""
+        ...
+
     def workloads(self, start: float, end: float) -> list[WorkloadReport]:
         """Every workload with usage in [start, end)."""
         ...
@@ -236,6 +249,9 @@ class FleetResponse:
     now: float
     summary: FleetSummary
     gpus: Sequence[GpuView]
+    #: GPU uuids claimed by a second node while the first still reports them: that node's
+    #: batches are refused (409); fix the cloned image or the agent's node name
+    duplicate_gpus: Sequence[DuplicateGpu] = ()
 
 
 @dataclass(frozen=True, slots=True)

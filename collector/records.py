@@ -206,6 +206,20 @@ class Recommendation:
 
 
 @dataclass(frozen=True, slots=True)
+class DuplicateGpu:
+    """A GPU uuid that a second node claimed while ``node`` still reported it (a cloned
+    VM image, a misconfigured replay, a spoofed agent): ``claimed_by``'s batches were
+    refused; times are the collector's arrival times (Unix seconds)."""
+
+    uuid: str
+    node: str
+    claimed_by: str
+    first_refused_at: float
+    last_refused_at: float
+    batches_refused: int
+
+
+@dataclass(frozen=True, slots=True)
 class GpuView:
     """One GPU (or MIG instance) as the fleet sees it now; built by fleet.py, read by
     recommend.py, the API and the exporter."""
@@ -228,6 +242,11 @@ class GpuView:
     mig_parent_uuid: str | None = None
     mig_profile: str | None = None
     healthy: bool = True
+    #: the share of its model's price this GPU carries: 1 for a whole GPU, a MIG slice's
+    #: share of its parent, a MIG parent's unpartitioned remainder (0 when fully split)
+    price_fraction: float = 1.0
+    #: True for a MIG-enabled physical GPU (its state comes from its slices)
+    mig_enabled: bool = False
 
     def idle_seconds(self, now: float) -> float:
         return 0.0 if self.idle_since is None else max(0.0, now - self.idle_since)

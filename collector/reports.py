@@ -170,7 +170,7 @@ def fleet_rates(
     for view in views:
         nodes.add(view.node)
         if view.state in IDLE_STATES:
-            idle_cost += rates.price_per_gpu_hour(view.model, view.node)
+            idle_cost += rates.view_price_per_hour(view)
     intensity = rates.region_intensities(nodes, node_labels, now)
     return FleetRates(rates.currency, idle_cost, rates.pue, intensity)
 

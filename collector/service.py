@@ -28,7 +28,7 @@ from collector.ingest.stats import IngestStats
 from collector.ledger.observers import Observers
 from collector.ledger.store import Ledger, LedgerError
 from collector.recommend.recommender import Recommender
-from collector.records import GpuView, Recommendation, RecommendationStatus
+from collector.records import DuplicateGpu, GpuView, Recommendation, RecommendationStatus
 from collector.usage_report import ledger_period
 
 
@@ -62,6 +62,9 @@ class CollectorService:
 
     def fleet(self, now: float) -> list[GpuView]:
         return self.live.views(now)
+
+    def duplicate_gpus(self) -> list[DuplicateGpu]:
+        return self.live.duplicates.all()
 
     def workloads(self, start: float, end: float) -> list[WorkloadReport]:
         return reports.workload_reports(
@@ -128,7 +131,9 @@ class CollectorCore:
     ) -> CollectorCore:
         """The parts, wired, and the live fleet restored from ``ledger``."""
         stats, observers = IngestStats(), Observers()
-        fleet = LiveFleet(fleet_rules(settings), rates.model_of, stats.count_late)
+        fleet = LiveFleet(
+            fleet_rules(settings), rates.model_of, stats.count_late, rates.slice_fraction
+        )
         accountant = Accountant(rates)
         queue = IngestQueue(settings, ledger, fleet, stats, observers)
         commit_every = settings.ingest.commit_interval_seconds

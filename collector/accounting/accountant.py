@@ -13,7 +13,7 @@ import msgspec
 
 from agent.model import GpuInfo
 from collector.accounting.rates import Rates
-from collector.analysis.usage import IntervalSums, workload_part
+from collector.analysis.usage import IntervalSums, energy_part, workload_part
 from collector.fleet.state import Applied, TrackedGpu
 from collector.ledger.records import GpuRecord, LedgerWrite, WorkloadStatsDelta
 from collector.records import HOUR_SECONDS, Interval, Usage, WorkloadRef
@@ -48,7 +48,8 @@ class Accountant:
         """
         rates = self.rates
         region = rates.region_of(gpu.node, node_labels)
-        price = rates.price_per_gpu_hour(gpu.model, gpu.node)
+        # a MIG slice costs its share of the parent, the parent what no slice covers
+        price = rates.price_per_gpu_hour(gpu.model, gpu.node) * gpu.price_fraction
         pue = rates.pue
         hourly = rates.varies_hourly(region)  # else constant within the hour
         intervals = _split_at_hours(applied.intervals)
@@ -81,7 +82,13 @@ class Accountant:
         uuid = gpu.info.uuid
         usage = run.sums.usage(price, allocated=bool(run.shares))
         _add(write.gpu_usage, (run.hour, uuid), usage)
+        if gpu.info.mig_enabled:
+            self._close_mig_parent(run, usage, write)
+            return
         stats_deltas = write.workload_stats
+        # a slice's holder runs on the slice, not the whole GPU (right-sizing starts there)
+        profile = gpu.info.mig_profile
+        model = f"{gpu.model} MIG {profile}" if profile else gpu.model
         for ref, share in run.shares.items():
             _add(write.workload_usage, (run.hour, ref.key), workload_part(usage, share))
             stats = stats_deltas.get(ref.key)
@@ -94,10 +101,19 @@ class Accountant:
                 write.workloads[ref.key] = self._workload_refs[ref.key] = ref
             held = self._workload_gpus.setdefault(ref.key, set())
             held.add(uuid)
-            stats.gpu_model = gpu.model
-            self._workload_models[ref.key] = gpu.model
+            stats.gpu_model = model
+            self._workload_models[ref.key] = model
             stats.gpu_count = len(held)
             stats.last_seen = max(stats.last_seen, run.end)
+
+    @staticmethod
+    def _close_mig_parent(run: _Run, usage: Usage, write: LedgerWrite) -> None:
+        """A MIG parent's holders are its slices' (``run.shares``, by slice activity):
+        they get the parent's energy and carbon only. Their seconds, cost and statistics
+        come from the slices they hold, so the parent's own activity (often unknown: NVML
+        has none under MIG) never adds unknown seconds or a second price to them."""
+        for ref, share in run.shares.items():
+            _add(write.workload_usage, (run.hour, ref.key), energy_part(usage, share))
 
     def workload_models(self) -> dict[str, str]:
         """Workload key -> GPU model it was last seen on."""

@@ -16,7 +16,10 @@ from collections.abc import Iterable, Mapping
 from agent.model import GpuInfo
 from collector.analysis.carbon import CarbonContext, HourlyFeed, IntensityTable, UnknownRegionError
 from collector.analysis.cost import PriceBook, canonical_model
+from collector.analysis.gpu_models import GpuCatalogue
+from collector.analysis.mig_price import slice_fraction
 from collector.config import CarbonSettings
+from collector.records import GpuView
 
 log = logging.getLogger(__name__)
 
@@ -30,8 +33,11 @@ class Rates:
         intensity: IntensityTable,
         carbon: CarbonSettings,
         feed: HourlyFeed | None = None,
+        catalogue: GpuCatalogue | None = None,
     ) -> None:
         self.prices = prices
+        #: MIG profiles: what share of its parent's price a slice costs
+        self.catalogue = catalogue if catalogue is not None else GpuCatalogue.default()
         self.intensity = intensity
         self.carbon = carbon
         self.feed = feed
@@ -54,6 +60,20 @@ class Rates:
 
     def price_per_gpu_hour(self, model: str, node: str) -> float:
         return self.prices.price_per_gpu_hour(model, node)
+
+    def slice_fraction(self, info: GpuInfo) -> float:
+        """The share of its parent's price a MIG slice costs (the price book's
+        ``mig_price_basis``); 1.0 for anything that is not a slice."""
+        if info.mig_parent_uuid is None or info.mig_profile is None:
+            return 1.0
+        parent = self.catalogue.get(info.name)
+        basis = self.prices.mig_price_basis
+        return slice_fraction(parent, info.mig_profile, info.memory_total_bytes, basis)
+
+    def view_price_per_hour(self, view: GpuView) -> float:
+        """What a GPU or MIG slice in the fleet view costs per hour: its model's price
+        on its node times its share (``GpuView.price_fraction``)."""
+        return self.prices.price_per_gpu_hour(view.model, view.node) * view.price_fraction
 
     def region_of(self, node: str, node_labels: Mapping[str, str]) -> str:
         return node_labels.get("region") or self.carbon.node_regions.get(node) or self.carbon.region

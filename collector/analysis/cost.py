@@ -64,6 +64,9 @@ class PriceBook:
     models: Mapping[str, ModelPrice]
     node_overrides: Mapping[str, Mapping[str, ModelPrice]] = field(default_factory=dict)
     sources: tuple[Mapping[str, str], ...] = ()
+    #: what a MIG slice's share of its parent's price is counted by: "compute" (g / 7)
+    #: or "memory" (collector/analysis/mig_price.py)
+    mig_price_basis: str = "compute"
 
     @classmethod
     def load(cls, path: Path) -> PriceBook:
@@ -83,7 +86,9 @@ class PriceBook:
     def from_mapping(cls, raw: object, where: str = "price book") -> PriceBook:
         if not isinstance(raw, dict):
             raise ConfigError(f"{where}: expected a mapping at the top level")
-        _reject_unknown(raw, {"currency", "models", "node_overrides", "sources"}, where)
+        _reject_unknown(
+            raw, {"currency", "models", "node_overrides", "sources", "mig_price_basis"}, where
+        )
         currency = raw.get("currency")
         if not isinstance(currency, str) or not currency:
             raise ConfigError(f"{where}: currency: expected a currency code, got {currency!r}")
@@ -93,7 +98,12 @@ class PriceBook:
             for node, entries in (raw.get("node_overrides") or {}).items()
         }
         sources = tuple({str(k): str(v) for k, v in s.items()} for s in raw.get("sources") or [])
-        return cls(currency, models, overrides, sources)
+        basis = raw.get("mig_price_basis", "compute")
+        if basis not in ("compute", "memory"):
+            raise ConfigError(
+                f"{where}: mig_price_basis: expected 'compute' or 'memory', got {basis!r}"
+            )
+        return cls(currency, models, overrides, sources, basis)
 
     def model_price(self, model: str, node: str = "") -> ModelPrice | None:
         """The price entry for a model (NVML or canonical name) on a node, or None."""

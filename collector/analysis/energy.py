@@ -101,18 +101,20 @@ def workload_shares(sample: GpuSample) -> dict[WorkloadRef, float]:
     return {refs[key]: weight / total for key, weight in weights.items()}
 
 
-def split_mig_energy(parent_joules: float, instances: Sequence[GpuSample]) -> dict[str, float]:
-    """Split a MIG parent's energy among its instances (by ``gpu_uuid``) in proportion to
-    their ``sm_activity``; equally when none is known or all are zero. The parts sum to
-    ``parent_joules`` (the last absorbs rounding) and are never negative."""
-    uuids = list(dict.fromkeys(s.gpu_uuid for s in instances))
+def split_mig_energy(
+    parent_joules: float, instances: Sequence[tuple[str, float | None]]
+) -> dict[str, float]:
+    """Split a MIG parent's energy among its instances, given as (uuid, sm_activity), in
+    proportion to their SM activity; equally when none is known or all are zero. The
+    parts sum to ``parent_joules`` (the last absorbs rounding) and are never negative."""
+    uuids = list(dict.fromkeys(uuid for uuid, _ in instances))
     if not uuids:
         return {}
     activity = dict.fromkeys(uuids, 0.0)
-    for s in instances:
-        value = _finite(s.sm_activity)
+    for uuid, sm in instances:
+        value = _finite(sm)
         if value is not None and value > 0:
-            activity[s.gpu_uuid] += value
+            activity[uuid] += value
     total = math.fsum(activity.values())
     weights = {u: (a / total if total > 0 else 1.0 / len(uuids)) for u, a in activity.items()}
     parts = {u: parent_joules * w for u, w in weights.items()}

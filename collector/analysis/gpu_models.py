@@ -22,11 +22,7 @@ DEFAULT_CATALOGUE = Path(__file__).parents[1] / "data" / "gpu_models.yaml"
 class MigProfile:
     name: str  # e.g. "1g.10gb"
     memory_bytes: float
-    compute_fraction: float  # g / 7 of the parent's SMs
-
-    def price_fraction(self, parent_memory_bytes: float) -> float:
-        """Share of the parent's price a slice costs: its larger share of compute or memory."""
-        return max(self.compute_fraction, self.memory_bytes / parent_memory_bytes)
+    compute_fraction: float  # g / 7 of the parent's SMs (its price: mig_price.py)
 
 
 @dataclass(frozen=True)

@@ -114,3 +114,14 @@ def workload_part(usage: Usage, share: float) -> Usage:
         cost=usage.cost * share,
         carbon_grams=usage.carbon_grams * share,
     )
+
+
+def energy_part(usage: Usage, share: float) -> Usage:
+    """A workload's part of a MIG parent's energy and carbon (its seconds and cost come
+    from the slice it holds)."""
+    return Usage(
+        energy_joules=usage.energy_joules * share,
+        estimated_energy_joules=usage.estimated_energy_joules * share,
+        idle_energy_joules=usage.idle_energy_joules * share,
+        carbon_grams=usage.carbon_grams * share,
+    )

@@ -16,24 +16,27 @@ import threading
 from collections.abc import Callable, Iterator
 
 from agent.model import Batch, GpuInfo, GpuSample
+from collector.fleet.claims import CLAIM_HOLD_SECONDS, DuplicateClaims
 from collector.fleet.clocks import NodeClocks
-from collector.fleet.mig import mig_shares
+from collector.fleet.mig import MigLayouts
 from collector.fleet.rules import FleetRules
 from collector.fleet.state import Applied, TrackedGpu
-from collector.records import GpuView, IdleEpisode
+from collector.records import DuplicateGpu, GpuView, IdleEpisode
 
 log = logging.getLogger(__name__)
 
 
 class LiveFleet:
     """The per-GPU state of every node. ``model_of`` names a GPU's model for pricing;
-    ``count_late(samples)`` is told of samples that came too late to apply."""
+    ``count_late(samples)`` is told of samples that came too late to apply;
+    ``slice_fraction_of`` gives a MIG slice's share of its parent's price (1.0: whole)."""
 
     def __init__(
         self,
         rules: FleetRules,
         model_of: Callable[[GpuInfo], str],
         count_late: Callable[[int], None],
+        slice_fraction_of: Callable[[GpuInfo], float] | None = None,
     ) -> None:
         self.rules = rules
         self.lock = threading.RLock()
@@ -44,6 +47,8 @@ class LiveFleet:
         #: nodes whose samples came too late to apply, logged once each
         self._late_nodes: set[str] = set()
         self._gpus: dict[str, TrackedGpu] = {}
+        self._mig = MigLayouts(slice_fraction_of or (lambda _: 1.0))
+        self.duplicates = DuplicateClaims()
         self._node_labels: dict[str, dict[str, str]] = {}
         #: pending batch id -> how many of its GPUs still have samples to apply
         self._pending: dict[int, int] = {}
@@ -53,6 +58,32 @@ class LiveFleet:
         self._done: list[int] = []
 
     # -- ingest's side --------------------------------------------------------------------
+
+    def refuse_duplicate(
+        self, batch: Batch, received_at: float, claimed: dict[str, str]
+    ) -> list[tuple[int, DuplicateGpu]]:
+        """The GPUs of ``batch`` (with their index in ``batch.gpus``) that another node
+        still has, each recorded as refused; empty when the batch may be taken. A node
+        has a GPU while its newest reading is within ``CLAIM_HOLD_SECONDS`` of the
+        batch's newest sample, or when ``claimed`` (uuid -> node, the batches taken so
+        far in this group) says."""
+        newest = max((s.timestamp for s in batch.samples), default=batch.sent_at)
+        found = []
+        with self.lock:
+            for i, info in enumerate(batch.gpus):
+                owner = claimed.get(info.uuid) or self._holder(info.uuid, newest)
+                if owner is not None and owner != batch.node:
+                    dup = self.duplicates.refuse(info.uuid, owner, batch.node, received_at)
+                    found.append((i, dup))
+        return found
+
+    def _holder(self, uuid: str, newest: float) -> str | None:
+        """The node that has ``uuid`` as of event time ``newest``: it reported the GPU
+        within ``CLAIM_HOLD_SECONDS`` (or later: a clone replaying older samples)."""
+        gpu = self._gpus.get(uuid)
+        if gpu is None or gpu.newest is None:
+            return None
+        return gpu.node if newest - gpu.newest.timestamp <= CLAIM_HOLD_SECONDS else None
 
     def buffer(
         self,
@@ -67,8 +98,10 @@ class LiveFleet:
         samples applied before the crash)."""
         with self.lock:
             self._node_labels[batch.node] = dict(batch.node_labels)
+            moved = {i.uuid for i in batch.gpus if self._moves(i.uuid, batch.node)}
             for info in batch.gpus:
                 self.track(info, batch.node)
+            self._mig.follow(batch, self._gpus)
             by_gpu: dict[str, list[GpuSample]] = {}
             for sample in batch.samples:
                 group = by_gpu.get(sample.gpu_uuid)
@@ -81,6 +114,10 @@ class LiveFleet:
                 gpu = self._gpus.get(uuid)
                 if gpu is None:
                     continue
+                if uuid in moved:
+                    # moved (silent on its old node past the claim hold): another host's
+                    # counter and clock start here; no interval reaches back across it
+                    gpu.series_from = min(s.timestamp for s in samples)
                 queued, newest = gpu.buffer_all(samples, self.rules, received_at)
                 if queued:
                     applied = gpu.last is not None
@@ -121,19 +158,29 @@ class LiveFleet:
                     self._gpus[info.uuid] = gpu
                 else:  # a GPU moved or its identity changed (driver update): keep history
                     gpu.info, gpu.node, gpu.model = info, node, model
+                self._mig.track(gpu, self._gpus)
             return gpu
+
+    def _moves(self, uuid: str, node: str) -> bool:
+        gpu = self._gpus.get(uuid)
+        return gpu is not None and gpu.node != node
 
     # -- the applier's side (with ``lock`` held) ------------------------------------------
 
     def apply_ready(self, flush: bool, now: float) -> Iterator[tuple[TrackedGpu, Applied]]:
         """Each GPU's readings past the reorder window (all on ``flush``), applied: MIG
-        parents after their instances, whose holders get the parent's energy. Yields only
-        GPUs that applied samples; the caller holds ``lock`` while it iterates."""
+        parents after their instances, whose holders get the parent's energy interval by
+        interval. Yields only GPUs that applied samples; the caller holds ``lock`` while
+        it iterates."""
         mig_parents = []
         for gpu in self._gpus.values():
             if gpu.info.mig_enabled:
                 mig_parents.append(gpu)
-            elif gpu.buffered and (result := self._apply(gpu, flush, now)) is not None:
+            elif gpu.buffered:
+                before = gpu.last  # after a restart: the cursor's, in force until the next
+                if (result := self._apply(gpu, flush, now)) is None:
+                    continue
+                self._mig.applied(gpu, before, result.samples)
                 yield gpu, result
         for gpu in mig_parents:
             if gpu.buffered and (result := self._apply(gpu, flush, now)) is not None:
@@ -141,9 +188,8 @@ class LiveFleet:
 
     def _apply(self, gpu: TrackedGpu, flush: bool, now: float) -> Applied | None:
         result = gpu.apply_ready(self.rules, flush=flush, now=now)
-        if gpu.info.mig_enabled and (shares := mig_shares(gpu, self._gpus.values())):
-            for interval in result.intervals:
-                interval.shares = shares
+        if gpu.info.mig_enabled:
+            self._mig.split(gpu, result.intervals, self.rules)
         if result.late:
             self._count_late(result.late)
         if result.samples or result.late:
@@ -183,8 +229,12 @@ class LiveFleet:
         """Every GPU and MIG instance with its state at ``now``, by node and index."""
         offset = self.clocks.offset
         with self.lock:
-            views = [gpu.view(now, self.rules, offset(gpu.node)) for gpu in self._gpus.values()]
-        return sorted(views, key=lambda v: (v.node, v.index, v.uuid))
+            views = {
+                uuid: gpu.view(now, self.rules, offset(gpu.node))
+                for uuid, gpu in self._gpus.items()
+            }
+            self._mig.parent_views(views)
+        return sorted(views.values(), key=lambda v: (v.node, v.index, v.uuid))
 
     def node_labels(self) -> dict[str, dict[str, str]]:
         """Each node's labels from its latest batch (``region`` places it on the grid)."""

@@ -53,10 +53,16 @@ class TrackedGpu:
     info: GpuInfo
     node: str
     model: str
+    #: the share of its model's price this GPU carries (a MIG slice's share of its
+    #: parent, a MIG parent's unpartitioned remainder; collector/analysis/mig_price.py)
+    price_fraction: float = 1.0
     last: Reading | None = None  # last applied reading
     newest: Reading | None = None  # newest received reading (may still be buffered)
     episode_start: float | None = None
     episode_workload: str | None = None
+    #: readings from here on are another host's (the GPU moved nodes): no interval
+    #: reaches back across it, one board's counter is never subtracted from another's
+    series_from: float = -math.inf
     #: whether this GPU ever reported DRAM activity; without it (a replayed duty-cycle
     #: trace, an old GPU) idle is decided on SM activity alone
     dram_seen: bool = False
@@ -185,14 +191,17 @@ class TrackedGpu:
         intervals, samples = out.intervals, out.samples
         prev = self.last
         prev_activity = UNKNOWN if prev is None else self._last_classified(prev, threshold)
+        series_from = self.series_from
         for reading in readings:
             ts = reading.timestamp
             if prev is not None and ts <= prev.timestamp:
                 out.late += 1  # a duplicate timestamp
                 continue
+            # the GPU moved nodes here: a new series starts, like after a gap
+            moved = prev is not None and prev.timestamp < series_from <= ts
             activity = classify_activity(reading, threshold, dram_unsupported=dram_unsupported)
-            gap_ok = prev is not None and ts - prev.timestamp <= stale
-            if prev is not None:
+            gap_ok = prev is not None and not moved and ts - prev.timestamp <= stale
+            if prev is not None and not moved:
                 joules, estimated = interval_energy(prev, reading)
                 intervals.append(
                     Interval(  # positional: this runs once per sample
@@ -277,7 +286,15 @@ class TrackedGpu:
         view's times are on the collector's clock."""
         reading = self.newest
         if reading is None:
-            return view_of(self.info, self.node, self.model, GpuState.UNKNOWN, None, None)
+            return view_of(
+                self.info,
+                self.node,
+                self.model,
+                GpuState.UNKNOWN,
+                None,
+                None,
+                price_fraction=self.price_fraction,
+            )
         state = GpuState.UNKNOWN
         if now + offset_seconds - reading.timestamp <= rules.stale_after_seconds:
             activity = self._classify(reading, rules.idle_threshold)
@@ -286,7 +303,16 @@ class TrackedGpu:
             elif activity is Activity.IDLE:
                 state = GpuState.ALLOCATED_IDLE if reading.holders.refs else GpuState.UNALLOCATED
         idle_since = self._idle_since(reading, rules) if state in _IDLE_STATES else None
-        return view_of(self.info, self.node, self.model, state, reading, idle_since, offset_seconds)
+        return view_of(
+            self.info,
+            self.node,
+            self.model,
+            state,
+            reading,
+            idle_since,
+            offset_seconds=offset_seconds,
+            price_fraction=self.price_fraction,
+        )
 
     def _idle_since(self, newest: Reading, rules: FleetRules) -> float | None:
         """When the idle run ending at ``newest`` (idle) began, counting buffered readings:

@@ -15,6 +15,7 @@ def view_of(
     r: Reading | None,
     idle_since: float | None,
     offset_seconds: float = 0.0,
+    price_fraction: float = 1.0,
 ) -> GpuView:
     """The view of a GPU in ``state`` whose newest reading is ``r`` (None: never read);
     memory total falls back to the GPU's identity when the reading lacks it. Times are
@@ -38,4 +39,6 @@ def view_of(
         mig_parent_uuid=info.mig_parent_uuid,
         mig_profile=info.mig_profile,
         healthy=r.healthy if r is not None else True,
+        price_fraction=price_fraction,
+        mig_enabled=info.mig_enabled,
     )

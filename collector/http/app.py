@@ -145,7 +145,8 @@ class _Api:
     async def get_fleet(self, request: Request) -> Response:
         now = self.clock()
         views = await run_in_threadpool(self.backend.fleet, now)
-        return json_response(FleetResponse(now, summarise_fleet(views), views))
+        duplicates = await run_in_threadpool(self.backend.duplicate_gpus)
+        return json_response(FleetResponse(now, summarise_fleet(views), views, duplicates))
 
     async def get_workloads(self, request: Request) -> Response:
         try:

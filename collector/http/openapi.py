@@ -82,6 +82,10 @@ def _ingest_operation() -> dict[str, Any]:
         {
             "200": _json("BatchAck", "Durable; status is 'duplicate' for a repeated batch"),
             "413": _error("Body larger than server.max_body_bytes (compressed or not)"),
+            "409": _error(
+                "A GPU uuid of the batch is reported by another node (reason duplicate_gpu;"
+                " 'field' names it): a cloned VM image or a misconfigured agent"
+            ),
             "415": _error("Not application/json, or an unsupported Content-Encoding"),
             "422": _error("Invalid batch; 'field' is the JSON path of the first problem"),
             "503": _error("The collector could not store the batch; retry later"),

@@ -18,7 +18,7 @@ from typing import NamedTuple
 import msgspec
 
 from agent.model import Batch, BatchAck
-from collector.backend import IngestError
+from collector.backend import IngestError, RejectReason
 from collector.config import CollectorSettings
 from collector.fleet.live import LiveFleet
 from collector.ingest.decode import accept_body
@@ -88,14 +88,17 @@ class IngestQueue:
         outcomes: list[BatchAck | BaseException] = []
         valid: list[tuple[int, Batch]] = []
         clocks = self.fleet.clocks
+        claimed: dict[str, str] = {}  # uuid -> node, of the batches taken in this group
         for i, item in enumerate(group):
             try:
                 batch = accept_body(
                     item.body, item.content_encoding, item.received_at, self.settings, clocks
                 )
+                self._refuse_duplicate(batch, item.received_at, claimed)
             except IngestError as err:
                 outcomes.append(err)
                 continue
+            claimed.update((info.uuid, batch.node) for info in batch.gpus)
             outcomes.append(_NOT_STORED)
             valid.append((i, batch))
         records = [
@@ -117,6 +120,30 @@ class IngestQueue:
                 stored.append(StoredBatch(record, batch))
         self.observers.batches_stored(stored)
         return outcomes
+
+    def _refuse_duplicate(self, batch: Batch, received_at: float, claimed: dict[str, str]) -> None:
+        """Raise a 409 when another node still reports one of ``batch``'s GPUs; the first
+        node's figures stay its own (collector/fleet/claims.py)."""
+        found = self.fleet.refuse_duplicate(batch, received_at, claimed)
+        if not found:
+            return
+        index, dup = found[0]
+        if dup.batches_refused == 1:  # once per (uuid, node): a clone posts every minute
+            log.warning(
+                "GPU %s claimed by node %s while node %s reports it: refused", dup.uuid,
+                dup.claimed_by, dup.node,
+            )  # fmt: skip
+        more = f" (and {len(found) - 1} more of its GPUs)" if len(found) > 1 else ""
+        err = IngestError(
+            409,
+            f"GPU {dup.uuid}{more} is reported by node {dup.node!r}; node {batch.node!r} "
+            "claims it too (a cloned VM image or a misconfigured agent?). Batch refused: "
+            "give each node its own GPUs and name (see /v1/fleet duplicate_gpus)",
+            field=f"$.gpus[{index}].uuid",
+            reason=RejectReason.DUPLICATE_GPU,
+        )
+        err.samples = len(batch.samples)
+        raise err
 
     def _stored(
         self, batch: Batch, batch_id: int | None, item: Incoming

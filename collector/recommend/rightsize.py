@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from collector.analysis.gpu_models import GpuModel, MigProfile
+from collector.analysis.mig_price import slice_fraction
 from collector.recommend.rules import RuleContext, make
 from collector.records import Recommendation, RecommendationKind, WorkloadProfile
 
@@ -37,10 +38,15 @@ def _right_size(
     headroom = 1.0 + ctx.policy.right_size_headroom
     need_memory = max(profile.memory_p95_bytes * headroom, float(profile.memory_peak_bytes))
     need_compute = profile.sm_activity_peak * current.relative_compute * headroom
-    price = ctx.prices.price_per_gpu_hour(current.name)
-    target = _fitting_mig(current, need_memory, need_compute, price) or _fitting_model(
-        current, need_memory, need_compute, price, ctx
-    )
+    basis = ctx.prices.mig_price_basis
+    # a workload on a MIG slice ("H100 MIG 3g.40gb") pays its slice: only a smaller one saves
+    on_slice = profile.gpu_model.partition(" MIG ")[2]
+    fraction = slice_fraction(current, on_slice, basis=basis) if on_slice else 1.0
+    whole = ctx.prices.price_per_gpu_hour(current.name)
+    price = whole * fraction
+    target = _fitting_mig(current, need_memory, need_compute, whole, basis, fraction)
+    if target is None and not on_slice:  # off a slice: its power is not the slice's
+        target = _fitting_model(current, need_memory, need_compute, price, ctx)
     if target is None:
         return None
     name, target_price, watts_saved = target
@@ -55,7 +61,7 @@ def _right_size(
         "sm_activity_peak": profile.sm_activity_peak,
         "sm_activity_p95": profile.sm_activity_p95,
         "headroom": ctx.policy.right_size_headroom,
-        "current": current.name,
+        "current": profile.gpu_model if on_slice else current.name,
         "target": name,
         "price_per_gpu_hour": {"current": price, "target": target_price},
     }
@@ -64,7 +70,8 @@ def _right_size(
         RecommendationKind.RIGHT_SIZE,
         key,
         ctx,
-        title=f"Right-size {key}: {current.name} -> {name}, {money:.2f} {savings.currency}/h",
+        title=f"Right-size {key}: {evidence['current']} -> {name}, "
+        f"{money:.2f} {savings.currency}/h",
         evidence=evidence,
         savings=savings,
         workload_key=key,
@@ -73,21 +80,24 @@ def _right_size(
 
 
 def _fitting_mig(
-    model: GpuModel, memory: float, compute: float, price: float
+    model: GpuModel, memory: float, compute: float, whole: float, basis: str, below: float
 ) -> tuple[str, float, float] | None:
-    """The cheapest MIG slice (not the whole GPU) that fits; energy saving counted as 0
-    (the parent keeps running; its other slices serve other work)."""
+    """The cheapest MIG slice that fits and costs less than the share ``below`` (1: the
+    whole GPU; a slice's own for a workload on one), priced as accounting prices it
+    (``mig_price.slice_fraction`` of ``whole`` on the price book's basis); energy saving
+    counted as 0 (the parent keeps running; its other slices serve other work)."""
     fits: list[tuple[float, float, MigProfile]] = [
-        (p.price_fraction(model.memory_bytes), p.memory_bytes, p)
+        (fraction, p.memory_bytes, p)
         for p in model.mig_profiles
-        if p.compute_fraction < 1.0
+        if (fraction := slice_fraction(model, p.name, basis=basis)) < below
+        and p.compute_fraction < 1.0
         and p.memory_bytes >= memory
         and p.compute_fraction * model.relative_compute >= compute
     ]
     if not fits:
         return None
     fraction, _, best = min(fits, key=lambda f: (f[0], f[1]))
-    return f"{model.name} MIG {best.name}", price * fraction, 0.0
+    return f"{model.name} MIG {best.name}", whole * fraction, 0.0
 
 
 def _fitting_model(

@@ -80,29 +80,19 @@ class RuleContext:
         )
 
     def gpu_price(self, view: GpuView) -> float:
-        """Hourly price of a GPU at its plan; a MIG instance costs its slice of the parent."""
+        """Hourly price of a GPU at its plan; a MIG slice costs its share of the parent
+        and the parent what no slice covers (``GpuView.price_fraction``)."""
         entry = self.prices.model_price(view.model, view.node)
         if entry is None:
             return 0.0
-        return entry.per_gpu_hour(entry.current_plan) * self._slice_fraction(view)
-
-    def _slice_fraction(self, view: GpuView) -> float:
-        parent = self.policy.catalogue.get(view.model)
-        if view.mig_profile is None or parent is None:
-            return 1.0
-        for profile in parent.mig_profiles:
-            if profile.name == view.mig_profile:
-                return profile.price_fraction(parent.memory_bytes)
-        if view.memory_total_bytes:
-            return min(1.0, view.memory_total_bytes / parent.memory_bytes)
-        return 1.0
+        return entry.per_gpu_hour(entry.current_plan) * view.price_fraction
 
     def idle_watts(self, view: GpuView) -> float:
         """The power the GPU draws now, else its model's typical idle power."""
         if view.power_watts is not None:
             return view.power_watts
         model = self.policy.catalogue.get(view.model)
-        return model.idle_watts * self._slice_fraction(view) if model else 0.0
+        return model.idle_watts * view.price_fraction if model else 0.0
 
 
 def make(
@@ -204,8 +194,9 @@ def by_node(gpus: Sequence[GpuView]) -> dict[str, list[GpuView]]:
 
 
 def physical(views: Sequence[GpuView]) -> list[GpuView]:
-    """The physical GPUs among ``views`` (a MIG instance is part of its parent's price:
-    counting both would charge one GPU twice)."""
+    """The physical GPUs among ``views`` (a MIG instance's power is its parent's: counting
+    both would count one board twice). Prices are summed over every view instead: a MIG
+    slice carries its share and the parent only what no slice covers."""
     return [v for v in views if v.mig_parent_uuid is None]
 
 
@@ -232,7 +223,7 @@ def scale_down(gpus: Sequence[GpuView], ctx: RuleContext) -> list[Recommendation
 
 def _scale_down(node: str, views: list[GpuView], ctx: RuleContext) -> Recommendation:
     gpus = physical(views)
-    money = sum(ctx.gpu_price(v) for v in gpus)
+    money = sum(ctx.gpu_price(v) for v in views)  # each view its share (price_fraction)
     watts = sum(ctx.idle_watts(v) for v in gpus)
     since = max(v.idle_since or ctx.now for v in views)
     savings = ctx.savings(money, watts, node, evidence_seconds=ctx.now - since)

@@ -180,7 +180,7 @@ class _ConsoleApi:
                 node=v.node,
                 index=v.index,
                 model=v.model,
-                price_per_hour=prices.price_per_gpu_hour(v.model, v.node),
+                price_per_hour=prices.price_per_gpu_hour(v.model, v.node) * v.price_fraction,
                 usage=used.get(v.uuid, Usage()),
             )
             for v in self.sources.backend.fleet(self.clock())

@@ -24,7 +24,8 @@ from agent.config import ShipperSettings
 from agent.metrics.exporter import AgentExporter, XidTally, serve_metrics
 from agent.sampler import Sampler
 from agent.shipper import Shipper
-from agent.sources.simulated.source import build_fleet
+from agent.sources.simulated.mig import EXAMPLE_LAYOUTS
+from agent.sources.simulated.source import SimulatedFleet, SimulatedNode, build_fleet
 from agent.stats import AgentStats
 from collector.config import CollectorSettings, LedgerSettings
 from collector.influx.settings import InfluxSettings
@@ -49,6 +50,14 @@ def add_parser(commands: Any) -> None:
     p.add_argument("--step", type=float, default=10.0, help="simulated seconds between samples")
     p.add_argument("--db", type=Path, help="SQLite ledger (default: a temporary file)")
     p.add_argument("--plain", action="store_true", help="no live screen, just the summary")
+    p.add_argument(
+        "--mig", action="store_true", help="add a node of two H100s split into MIG slices"
+    )
+    p.add_argument(
+        "--clone",
+        action="store_true",
+        help="add a VM cloned from the first node's image (same GPU uuids: refused, 409)",
+    )
     influx = p.add_argument_group(
         "InfluxDB sink",
         "raw samples and hourly rollups to InfluxDB (token: GPUFLEET_INFLUX__TOKEN)",
@@ -72,7 +81,7 @@ def build_demo(args: argparse.Namespace, workdir: Path) -> Demo:
     now = time.time()
     start = now - args.history * 3600.0
     clock = SimClock(start)
-    fleet = build_fleet(args.nodes, args.gpus_per_node, seed=args.seed, start_time=start)
+    fleet = demo_fleet(args, start)
     token = secrets.token_urlsafe(24)
     base = (
         load_settings(CollectorSettings, args.config, os.environ)
@@ -98,6 +107,19 @@ def build_demo(args: argparse.Namespace, workdir: Path) -> Demo:
         _agent(node, i, args, clock, url, token, workdir) for i, node in enumerate(fleet.nodes)
     ]
     return Demo(clock, fleet, collector, agents, token, url)
+
+
+def demo_fleet(args: argparse.Namespace, start: float) -> SimulatedFleet:
+    """``--nodes`` x ``--gpus-per-node``, plus the MIG node and the clone when asked."""
+    fleet = build_fleet(args.nodes, args.gpus_per_node, seed=args.seed, start_time=start)
+    nodes = list(fleet.nodes)
+    if getattr(args, "mig", False):
+        mig = SimulatedNode.build_mig("gpu-node-mig", EXAMPLE_LAYOUTS, seed=args.seed,
+                                      start_time=start)  # fmt: skip
+        nodes.append(mig)
+    if getattr(args, "clone", False):
+        nodes.append(nodes[0].clone(f"{nodes[0].name}-clone"))
+    return SimulatedFleet(nodes)
 
 
 def influx_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> InfluxSettings:

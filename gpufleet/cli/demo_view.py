@@ -51,7 +51,7 @@ def summarise(demo: Demo) -> Summary:
         by_state=by_state,
         utilisation=sum(known) / len(known) if known else None,
         idle_now=len(idle),
-        waste_per_hour=sum(rates.price_per_gpu_hour(v.model, v.node) for v in idle),
+        waste_per_hour=sum(rates.view_price_per_hour(v) for v in idle),
         waste_total=sum(w.waste for w in totals.waste),
         energy_kwh=sum(e.energy_joules for e in totals.energy) / 3.6e6,
         carbon_kg=sum(e.carbon_grams for e in totals.energy) / 1000.0,

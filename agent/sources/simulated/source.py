@@ -15,6 +15,7 @@ from agent.config import SourceSettings
 from agent.model import GpuInfo, GpuSample
 from agent.sources.simulated.gpu import SimulatedGpu
 from agent.sources.simulated.hardware import gpu_model
+from agent.sources.simulated.mig import MigLayout, build_mig_gpus
 from agent.sources.simulated.plan import build_gpus, plan_jobs
 from agent.sources.simulated.truth import GroundTruth
 from agent.sources.simulated.workloads import SEGMENT_SECONDS, ActivityKind, SimJob
@@ -58,6 +59,28 @@ class SimulatedNode(GroundTruth):
         gpu_models = [gpu_model(key) for key in models]
         jobs = plan_jobs(name, len(gpu_models), flavour, seed, start_time)
         return cls(name, build_gpus(name, gpu_models, jobs, seed, start_time))
+
+    @classmethod
+    def build_mig(
+        cls,
+        name: str,
+        layouts: Sequence[MigLayout],
+        *,
+        seed: int = 0,
+        start_time: float = DEFAULT_START_TIME,
+    ) -> SimulatedNode:
+        """A node of MIG GPUs, one per layout: each parent followed by its slices."""
+        gpus = [
+            gpu
+            for index, layout in enumerate(layouts)
+            for gpu in build_mig_gpus(name, index, layout, seed, start_time)
+        ]
+        return cls(name, gpus)
+
+    def clone(self, name: str) -> SimulatedNode:
+        """Another node reporting this node's GPUs, uuids and all: a VM cloned from this
+        node's image (the collector must refuse its claim, not move the GPUs)."""
+        return SimulatedNode(name, self.gpus)
 
     @classmethod
     def from_settings(

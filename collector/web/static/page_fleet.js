@@ -48,6 +48,16 @@ function byNode(gpus) {
   return nodes;
 }
 
+// a GPU uuid a second node claims (a cloned VM image): its batches are refused, say so loudly
+function duplicates(fleet) {
+  const found = fleet.duplicate_gpus || [];
+  if (!found.length) return null;
+  return h("section", { class: "card alert", "data-figure": "duplicate-gpus" },
+    h("h2", {}, t("fleet.duplicates")),
+    h("ul", {}, found.map((d) => h("li", { "data-uuid": d.uuid },
+      t("fleet.duplicate", { uuid: d.uuid, node: d.node, by: d.claimed_by, n: f.int(d.batches_refused) })))));
+}
+
 export async function render({ fleet }) {
   const usage = await todayUsage(fleet);
   const price = new Map(usage.gpus.map((g) => [g.uuid, g.price_per_hour]));
@@ -57,6 +67,7 @@ export async function render({ fleet }) {
   const counts = STATES.map((key) => ({ key, label: t("state." + key), value: summary.gpus_by_state[key] || 0 }));
   return h("div", { class: "page" },
     h("h1", {}, t("fleet.title")),
+    duplicates(fleet),
     h("div", { class: "kpis" },
       kpi(t("fleet.gpus"), "gpus", f.int(fleet.gpus.length)),
       kpi(t("fleet.utilisation"), "utilisation", f.pct(summary.utilisation_ratio), "", t("fleet.utilisation.note")),

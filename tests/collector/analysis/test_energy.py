@@ -96,8 +96,8 @@ def test_shared_gpu_without_shares_splits_equally(share: float | None) -> None:
     assert set(workload_shares(sample).values()) == {0.5}
 
 
-def mig(uuid: str, sm: float | None) -> GpuSample:
-    return GpuSample(timestamp=0, gpu_uuid=uuid, sm_activity=sm)
+def mig(uuid: str, sm: float | None) -> tuple[str, float | None]:
+    return uuid, sm
 
 
 def test_mig_split_by_activity_and_equal_when_unknown() -> None:

@@ -27,6 +27,7 @@ from collector.backend import (
 from collector.config import CollectorSettings
 from collector.ingest.decode import accept_body
 from collector.records import (
+    DuplicateGpu,
     GpuState,
     GpuView,
     Recommendation,
@@ -185,6 +186,9 @@ class FakeBackend:
 
     def fleet_totals(self) -> FleetTotals:
         return self.totals
+
+    def duplicate_gpus(self) -> list[DuplicateGpu]:
+        return []
 
 
 def view_of(uuid: str, node: str, state: GpuState = GpuState.ACTIVE) -> GpuView:

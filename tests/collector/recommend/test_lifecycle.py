@@ -80,10 +80,13 @@ def test_shared_idle_gpu_counts_half_for_each_holder() -> None:
 
 
 def test_mig_instance_costs_its_slice() -> None:
+    """The live fleet sets a slice's share (3g: 3/7 of the compute, the default basis;
+    tests/collector/test_mig.py); the rule prices the view by it."""
     view = gpu("MIG-1", GpuState.ALLOCATED_IDLE, WINDOW, holders=(NOTEBOOK,))
-    mig = GpuView(**{**{f: getattr(view, f) for f in GpuView.__slots__}, "mig_profile": "3g.40gb"})
+    fields = {f: getattr(view, f) for f in GpuView.__slots__}
+    mig = GpuView(**{**fields, "mig_profile": "3g.40gb", "price_fraction": 3 / 7})
     [rec] = run([mig])
-    assert rec.savings.money_per_hour == pytest.approx(6.88 * 0.5)  # max(3/7, 40/80)
+    assert rec.savings.money_per_hour == pytest.approx(6.88 * 3 / 7)
 
 
 def test_scale_down_only_whole_idle_nodes() -> None:
@@ -128,6 +131,8 @@ def test_right_size_honours_memory_headroom_and_compute() -> None:
     # a quarter of an A100's compute at peak needs 3g (3/7 = 0.43 >= 0.3 x 1.2)
     [rec] = run(profiles=[profile("A100", 14 * GB, 15 * GB, 0.3)])
     assert rec.evidence["target"] == "A100 MIG 3g.40gb"
+    # priced as accounting prices a slice: 3/7 of the compute (the default basis)
+    assert rec.savings.money_per_hour == pytest.approx(3.43 * (1 - 3 / 7), rel=1e-9)
 
 
 def test_right_size_to_a_cheaper_model_without_mig() -> None:

@@ -1,0 +1,51 @@
+"""Which node a GPU uuid belongs to, and the claims refused because another node has it.
+
+A GPU uuid is one board. The same uuid from a second node while the first still reports
+it is a cloned VM image, a misconfigured replay or a spoofed agent: taking it would move
+the GPU to whichever node posted last and subtract one board's energy counter from the
+other's. The second claim is refused (409, naming both nodes) and kept here for the API,
+the console and the metrics; the first node's figures stay its own. A GPU silent on its
+node for longer than ``CLAIM_HOLD_SECONDS`` (event time) may move: boards do get moved.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+
+from collector.records import DuplicateGpu
+
+#: a node keeps its claim on a GPU this long after its newest reading of it (event time)
+CLAIM_HOLD_SECONDS = 900.0
+#: distinct (uuid, claimant) pairs kept; past it the oldest is forgotten (a spoofing
+#: agent inventing uuids must not grow the collector's memory)
+MAX_DUPLICATES = 1000
+
+
+class DuplicateClaims:
+    """The refused claims, one per (uuid, claiming node); thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._refused: dict[tuple[str, str], DuplicateGpu] = {}
+
+    def refuse(self, uuid: str, node: str, claimed_by: str, at: float) -> DuplicateGpu:
+        """Record that ``claimed_by`` claimed ``uuid``, which ``node`` has, at ``at``."""
+        key = (uuid, claimed_by)
+        with self._lock:
+            seen = self._refused.pop(key, None)
+            if seen is None:
+                seen = DuplicateGpu(uuid, node, claimed_by, at, at, 1)
+            else:
+                seen = dataclasses.replace(
+                    seen, node=node, last_refused_at=at, batches_refused=seen.batches_refused + 1
+                )
+            self._refused[key] = seen  # re-inserted: the dict is in last-refused order
+            while len(self._refused) > MAX_DUPLICATES:
+                del self._refused[next(iter(self._refused))]
+            return seen
+
+    def all(self) -> list[DuplicateGpu]:
+        """Every refused claim, most recently refused last."""
+        with self._lock:
+            return list(self._refused.values())
