@@ -2,39 +2,19 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
-from contextlib import ExitStack
 
 import httpx
 import pytest
 
 from tests.e2e.collector_process import ROOT
+from tests.ports import free_port_block
 
 pytestmark = pytest.mark.slow
 
 NODES = 4  # the demo's default fleet: the collector on P, one agent per node on P+1..P+4
-
-
-def free_port_block(size: int) -> int:
-    """A first port P with P..P+size-1 all free on loopback right now."""
-    for _ in range(50):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            first = int(probe.getsockname()[1])
-        if first + size > 65535:
-            continue
-        with ExitStack() as held:
-            try:
-                for port in range(first, first + size):
-                    sock = held.enter_context(socket.socket())
-                    sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        return first
-    raise AssertionError("no block of free ports")
 
 
 def metrics_while_running(proc: subprocess.Popen[str], wanted: dict[str, str]) -> set[str]:

@@ -24,6 +24,7 @@ from gpufleet.settings import load_settings
 from tests.collector.notify.fake_services import FakeService
 from tests.e2e.collector_process import ROOT
 from tests.e2e.fleet_rig import TOKEN, build_agent, free_port
+from tests.ports import free_port_block
 
 pytestmark = pytest.mark.slow
 SECRET = "demo-feishu-signing-secret"
@@ -97,10 +98,14 @@ def test_a_configured_channel_gets_the_stuck_jobs_release_signed(tmp_path: Path)
     assert "USD/h" in first["card"]["body"]["elements"][0]["content"]
 
 
+#: the demo's default fleet
+DEMO_NODES = 4
+
+
 def test_gpufleet_demo_with_a_config_file_sends_to_the_channel(tmp_path: Path) -> None:
     chat = FakeService("feishu", secret=SECRET)
     config = write_config(tmp_path, chat)
-    port = free_port()
+    port = free_port_block(1 + DEMO_NODES)  # the collector on P, its agents on P+1..
     command = [
         sys.executable,
         "-m",
