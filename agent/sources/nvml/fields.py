@@ -15,6 +15,7 @@ from typing import Any
 import pynvml
 
 from agent.sources.nvml.calls import PERMANENT_CODES, DeviceCalls
+from agent.sources.nvml.structs import FieldValue, get_field_values
 
 #: c_nvmlValue_t union member for each nvmlValueType_t
 _UNION_MEMBERS = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")
@@ -71,6 +72,9 @@ class FieldReader:
         self._calls = calls
         #: fields still asked for in the batch (a field the GPU rejects is dropped)
         self._batch = dict(FIELD_IDS)
+        #: the request for ``_batch``, ids written once; rebuilt when a field is dropped
+        self._names: list[str] = []
+        self._request: Any = None
 
     def read(self) -> FieldReadings:
         raw = self._read_batch()
@@ -90,26 +94,35 @@ class FieldReader:
         )
 
     def _read_batch(self) -> dict[str, int | float]:
-        names = list(self._batch)
-        if not names:
+        if not self._batch:
             return {}
-        ids = [self._batch[name] for name in names]
-        answer = self._calls.get(
-            "field_values", lambda: pynvml.nvmlDeviceGetFieldValues(self._handle, ids)
-        )
+        if self._request is None:
+            self._prepare_request()
+        handle, request = self._handle, self._request
+        answer = self._calls.get("field_values", lambda: get_field_values(handle, request))
         if answer is None:
             self._batch.clear()
             return {}
-        return self._decode(names, answer)
+        return self._decode(answer)
 
-    def _decode(self, names: list[str], answer: Any) -> dict[str, int | float]:
+    def _prepare_request(self) -> None:
+        self._names = list(self._batch)
+        self._request = (FieldValue * len(self._names))()
+        for element, name in zip(self._request, self._names, strict=True):
+            field_id = self._batch[name]
+            element.fieldId, element.scopeId = (
+                field_id if isinstance(field_id, tuple) else (field_id, 0)
+            )
+
+    def _decode(self, answer: Any) -> dict[str, int | float]:
         values: dict[str, int | float] = {}
-        for name, element in zip(names, answer, strict=True):
-            code = int(element.nvmlReturn)
+        for name, element in zip(self._names, answer, strict=True):
+            code = element.nvmlReturn
             if code == pynvml.NVML_SUCCESS:
                 values[name] = field_value(element)
             elif code in PERMANENT_CODES:
                 del self._batch[name]  # its dedicated call (if any) answers from now on
+                self._request = None
                 if name not in _HAS_DEDICATED_CALL:
                     self._calls.failed(name, code)
             else:

@@ -21,6 +21,7 @@ from typing import Any
 import pynvml
 
 from agent.sources.nvml.calls import DeviceCalls
+from agent.sources.nvml.structs import GpmMetricsGet
 
 #: NVML's minimum spacing between the two samples of a metric
 MIN_GAP_SECONDS = 0.1
@@ -69,7 +70,7 @@ class GpmSampler:
         self._sleep = sleep
         self._buffers: list[Any] = []
         self._previous_at: float | None = None
-        self._request = pynvml.c_nvmlGpmMetricsGet_t()
+        self._request = _metrics_request()
 
     def read(self) -> GpmReadings | None:
         """Metrics since the previous read; None when GPM failed (see DeviceCalls)."""
@@ -118,20 +119,26 @@ class GpmSampler:
 
     def _metrics(self, previous: Any, current: Any) -> GpmReadings | None:
         request = self._request
-        request.version = pynvml.NVML_GPM_METRICS_GET_VERSION
-        request.numMetrics = len(METRIC_IDS)
         request.sample1 = previous
         request.sample2 = current
-        for slot, metric_id in enumerate(METRIC_IDS.values()):
-            request.metrics[slot].metricId = metric_id
         if self._calls.get("gpm", lambda: pynvml.nvmlGpmMetricsGet(request)) is None:
             return None
         values: dict[str, float | None] = {}
-        for slot, name in enumerate(METRIC_IDS):
-            metric = request.metrics[slot]
-            if int(metric.nvmlReturn) == pynvml.NVML_SUCCESS:
-                values[name] = min(max(float(metric.value) / 100, 0.0), 1.0)
+        for name, metric in zip(METRIC_IDS, request.metrics, strict=False):
+            if metric.nvmlReturn == pynvml.NVML_SUCCESS:
+                values[name] = min(max(metric.value / 100, 0.0), 1.0)
             else:
                 values[name] = None
-                self._calls.failed(f"gpm_{name}", int(metric.nvmlReturn))
+                self._calls.failed(f"gpm_{name}", metric.nvmlReturn)
         return GpmReadings(**values)
+
+
+def _metrics_request() -> Any:
+    """A metrics request for METRIC_IDS, written once: NVML reads the version, the count
+    and the ids, and writes only each metric's return code, value and description."""
+    request = GpmMetricsGet()
+    request.version = pynvml.NVML_GPM_METRICS_GET_VERSION
+    request.numMetrics = len(METRIC_IDS)
+    for slot, metric_id in enumerate(METRIC_IDS.values()):
+        request.metrics[slot].metricId = metric_id
+    return request
