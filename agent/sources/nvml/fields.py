@@ -9,8 +9,7 @@ its dedicated call (e.g. nvmlDeviceGetPowerUsage) is used instead where one exis
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import pynvml
 
@@ -37,9 +36,11 @@ _REMAPPED = ("remapped_rows_correctable", "remapped_rows_uncorrectable", "remapp
 _HAS_DEDICATED_CALL = frozenset(FIELD_IDS) - {"memory_temperature_celsius"}
 
 
-@dataclass(frozen=True)
-class FieldReadings:
-    """One GPU's field values in SI units; None where the GPU cannot say."""
+class FieldReadings(NamedTuple):
+    """One GPU's field values in SI units; None where the GPU cannot say.
+
+    A NamedTuple, not a frozen dataclass: built once per GPU and read, and a frozen
+    dataclass pays an object.__setattr__ per field."""
 
     #: instantaneous board power, W (nvidia-smi --query-gpu=power.draw.instant)
     power_watts: float | None = None
@@ -79,7 +80,8 @@ class FieldReader:
     def read(self) -> FieldReadings:
         raw = self._read_batch()
         values: dict[str, int | float | None] = {name: raw.get(name) for name in FIELD_IDS}
-        self._fill_fallbacks(values)
+        if len(self._batch) < len(FIELD_IDS):  # only a field dropped from the batch falls back
+            self._fill_fallbacks(values)
         return FieldReadings(
             power_watts=_scaled(values["power_watts"], 1000),
             energy_joules=_scaled(values["energy_joules"], 1000),

@@ -15,8 +15,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import pynvml
 
@@ -35,8 +34,7 @@ METRIC_IDS: dict[str, int] = {
 }
 
 
-@dataclass(frozen=True)
-class GpmReadings:
+class GpmReadings(NamedTuple):
     """Ratios 0..1 averaged since the previous read; None where a metric failed.
 
     No nvidia-smi query shows these; ``nvidia-smi dmon --gpm-metrics 2,3,5,10`` prints
