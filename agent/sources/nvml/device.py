@@ -22,6 +22,7 @@ from agent.sources.nvml.events import XidEvents
 from agent.sources.nvml.fields import FieldReader
 from agent.sources.nvml.gpm import GpmReadings, GpmSampler
 from agent.sources.nvml.processes import ProcessReader
+from agent.sources.nvml.structs import temperature_v_query
 
 _MHZ = 1_000_000
 
@@ -72,7 +73,7 @@ class GpuReader:
         self._memory = memory_queries(handle)
         self._utilisation = partial(pynvml.nvmlDeviceGetUtilizationRates, handle)
         self._temperature = (
-            partial(pynvml.nvmlDeviceGetTemperatureV, handle, sensor),
+            temperature_v_query(handle, sensor),
             partial(pynvml.nvmlDeviceGetTemperature, handle, sensor),  # drivers before R565
         )
         self._sm_clock = partial(pynvml.nvmlDeviceGetClockInfo, handle, pynvml.NVML_CLOCK_SM)
@@ -217,7 +218,7 @@ def _memory_fields(memory: Any) -> dict[str, Any]:
     """GpuSample's memory fields from a v1 or v2 memory struct (bytes); None if unread."""
     if memory is None:
         return {}
-    reserved = memory.reserved if isinstance(memory, pynvml.c_nvmlMemory_v2_t) else None
+    reserved = getattr(memory, "reserved", None)  # v2 only
     return {
         "memory_used_bytes": int(memory.used),
         "memory_total_bytes": int(memory.total),

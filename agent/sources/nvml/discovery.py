@@ -15,6 +15,7 @@ import pynvml
 
 from agent.model import GpuInfo
 from agent.sources.nvml.calls import DeviceCalls, FieldLog
+from agent.sources.nvml.structs import memory_v2_query
 
 #: nvmlDeviceArchitecture_t -> name used in GpuInfo.architecture
 ARCHITECTURES: dict[int, str] = {
@@ -127,10 +128,7 @@ def read_memory(handle: Any, calls: DeviceCalls) -> Any:
 def memory_queries(handle: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
     """The memory info calls for ``handle``, newest first (see read_memory); a reader
     builds them once per session."""
-    return (
-        functools.partial(pynvml.nvmlDeviceGetMemoryInfo, handle, version=pynvml.nvmlMemory_v2),
-        functools.partial(pynvml.nvmlDeviceGetMemoryInfo, handle),
-    )
+    return (memory_v2_query(handle), functools.partial(pynvml.nvmlDeviceGetMemoryInfo, handle))
 
 
 def _pci_bus_id(handle: Any) -> str:

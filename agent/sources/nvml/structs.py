@@ -1,4 +1,4 @@
-"""Plain ctypes twins of the binding's request structs, allocated once per GPU and reused.
+"""Plain ctypes twins of the binding's structs, and queries that fill one, allocated once.
 
 nvidia-ml-py's structs derive from ``_PrintableStructure``, whose Python-level
 ``__getattribute__`` and ``__setattr__`` run on every member access: decoding one field
@@ -6,12 +6,18 @@ value batch and one GPM metrics request took ~30 such calls per GPU and read. A 
 the binding's own ``_fields_`` (so the layout follows the binding, checked by size) on a
 plain ``ctypes.Structure``, whose members are C descriptors. The C library sees the
 same bytes.
+
+The prepared queries below do what the binding's wrapper of the same symbol does (look
+the symbol up in the binding's cache, check the return code with the binding's error
+classes), minus building a struct per call; a driver without the symbol raises
+NVMLError_FunctionNotFound there as in the wrapper.
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import pynvml
@@ -57,3 +63,59 @@ def get_field_values(handle: Any, request: Any) -> Any:
     symbol = pynvml._nvmlGetFunctionPointer("nvmlDeviceGetFieldValues")
     pynvml._nvmlCheckReturn(symbol(handle, ctypes.c_int32(len(request)), ctypes.byref(request)))
     return request
+
+
+MemoryV2: Any = plain_twin(pynvml.c_nvmlMemory_v2_t)
+TemperatureV1: Any = plain_twin(pynvml.c_nvmlTemperature_v1_t)
+EventData: Any = plain_twin(pynvml.c_nvmlEventData_t)
+
+
+def _call(name: str, *args: Any) -> int:
+    """The binding's symbol ``name`` on ``args``: its return code, NVMLError if not SUCCESS."""
+    return int(pynvml._nvmlCheckReturn(pynvml._nvmlGetFunctionPointer(name)(*args)))
+
+
+def memory_v2_query(handle: Any) -> Callable[[], Any]:
+    """nvmlDeviceGetMemoryInfo(handle, version=nvmlMemory_v2) into one reused struct."""
+    memory = MemoryV2()
+    memory.version = pynvml.nvmlMemory_v2
+    reference = ctypes.byref(memory)
+
+    def query() -> Any:
+        _call("nvmlDeviceGetMemoryInfo_v2", handle, reference)
+        return memory
+
+    return query
+
+
+def temperature_v_query(handle: Any, sensor: int) -> Callable[[], int]:
+    """nvmlDeviceGetTemperatureV(handle, sensor) into one reused struct, °C."""
+    request = TemperatureV1()
+    request.version = pynvml.nvmlTemperature_v1
+    request.sensorType = sensor
+    reference = ctypes.byref(request)
+
+    def query() -> int:
+        _call("nvmlDeviceGetTemperatureV", handle, reference)
+        return int(request.temperature)
+
+    return query
+
+
+def event_wait(event_set: Any, timeout_milliseconds: int) -> Callable[[], Any]:
+    """nvmlEventSetWait into one reused struct: the event, or None when none is pending.
+
+    The binding raises NVMLError_Timeout for "nothing pending", which is the answer of
+    almost every read; here it is a return code. Any other error raises NVMLError.
+    """
+    data = EventData()
+    reference, timeout = ctypes.byref(data), ctypes.c_uint(timeout_milliseconds)
+
+    def wait() -> Any:
+        code = pynvml._nvmlGetFunctionPointer("nvmlEventSetWait_v2")(event_set, reference, timeout)
+        if code == pynvml.NVML_ERROR_TIMEOUT:
+            return None
+        pynvml._nvmlCheckReturn(code)
+        return data
+
+    return wait
