@@ -101,7 +101,7 @@ class GpuReader:
         fields = self._fields.read()
         gpm = self._read_gpm()
         coarse = None if gpm is not None else self._coarse_utilisation()
-        memory = self._calls.get("memory", *self._memory)
+        used, total, reserved = _memory_bytes(self._calls.get("memory", *self._memory))
         return GpuSample(
             timestamp=now,
             gpu_uuid=self._gpu.info.uuid,
@@ -114,7 +114,9 @@ class GpuReader:
             energy_joules=fields.energy_joules,
             temperature_celsius=self._temperature_celsius(),
             memory_temperature_celsius=fields.memory_temperature_celsius,
-            **_memory_fields(memory),
+            memory_used_bytes=used,
+            memory_total_bytes=total,
+            memory_reserved_bytes=reserved,
             sm_clock_hertz=self._clock_hertz("sm_clock_hertz", self._sm_clock),
             memory_clock_hertz=self._clock_hertz("memory_clock_hertz", self._memory_clock),
             throttle_reasons=self._throttle_reasons(),
@@ -193,7 +195,7 @@ class InstanceReader:
 
     def read(self, now: float) -> GpuSample:
         gpm = self._gpm.read() if self._gpm is not None else None
-        memory = self._calls.get("memory", *self._memory)
+        used, total, reserved = _memory_bytes(self._calls.get("memory", *self._memory))
         return GpuSample(
             timestamp=now,
             gpu_uuid=self._instance.info.uuid,
@@ -201,7 +203,9 @@ class InstanceReader:
             sm_occupancy=gpm.sm_occupancy if gpm else None,
             tensor_activity=gpm.tensor_activity if gpm else None,
             dram_activity=gpm.dram_activity if gpm else None,
-            **_memory_fields(memory),
+            memory_used_bytes=used,
+            memory_total_bytes=total,
+            memory_reserved_bytes=reserved,
             processes=self._processes.read(),
         )
 
@@ -214,13 +218,10 @@ def _percent(utilisation: Any, member: str) -> float | None:
     return None if utilisation is None else int(getattr(utilisation, member)) / 100
 
 
-def _memory_fields(memory: Any) -> dict[str, Any]:
-    """GpuSample's memory fields from a v1 or v2 memory struct (bytes); None if unread."""
+def _memory_bytes(memory: Any) -> tuple[int | None, int | None, int | None]:
+    """(used, total, reserved) bytes from a v1 or v2 memory struct; None where unread
+    (reserved: v2 only)."""
     if memory is None:
-        return {}
-    reserved = getattr(memory, "reserved", None)  # v2 only
-    return {
-        "memory_used_bytes": int(memory.used),
-        "memory_total_bytes": int(memory.total),
-        "memory_reserved_bytes": None if reserved is None else int(reserved),
-    }
+        return None, None, None
+    reserved = getattr(memory, "reserved", None)
+    return int(memory.used), int(memory.total), None if reserved is None else int(reserved)
