@@ -40,11 +40,34 @@ from bench.peer_tools import (
 WARMUP_POLLS = 10
 
 
+class PollClock:
+    """Simulated monotonic time, moved by the benchmark (1 s per poll) and by sleeps.
+
+    Every tool and the fake library read this clock. tests.fakes' FakeClock takes a lock
+    and keeps per-thread state on every read (for tests that sleep on it from many
+    threads); gpufleet reads its monotonic clock ~30 times a poll where production calls
+    time.monotonic, so with FakeClock the harness's own cost would be charged to it.
+    Reading this one is an attribute load.
+    """
+
+    def __init__(self, start_seconds: float = 1000.0) -> None:
+        self.now = start_seconds
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
 def measure(tool_name: str, polls: int) -> dict[str, Any]:
     """The child's work: warm up, then ``polls`` polls, CPU charged by ``process_time``."""
-    from tests.fakes.nvml_lib import FakeClock, install_fake_nvml, load_scenario
+    from tests.fakes.nvml_lib import install_fake_nvml, load_scenario
 
-    clock, spent = FakeClock(), [0.0]
+    clock, spent = PollClock(), [0.0]
     scenario = load_scenario(SCENARIO)
     with (
         live_processes(live_pid_count(scenario)) as pids,
