@@ -8,6 +8,7 @@ its dedicated call (e.g. nvmlDeviceGetPowerUsage) is used instead where one exis
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -76,32 +77,33 @@ class FieldReader:
         #: the request for ``_batch``, ids written once; rebuilt when a field is dropped
         self._names: list[str] = []
         self._request: Any = None
+        self._get_values: Callable[[], Any] = lambda: None
 
     def read(self) -> FieldReadings:
-        raw = self._read_batch()
-        values: dict[str, int | float | None] = {name: raw.get(name) for name in FIELD_IDS}
+        values = self._read_batch()
         if len(self._batch) < len(FIELD_IDS):  # only a field dropped from the batch falls back
+            values = {name: values.get(name) for name in FIELD_IDS}
             self._fill_fallbacks(values)
+        value = values.get
         return FieldReadings(
-            power_watts=_scaled(values["power_watts"], 1000),
-            energy_joules=_scaled(values["energy_joules"], 1000),
-            memory_temperature_celsius=_scaled(values["memory_temperature_celsius"], 1),
-            ecc_corrected_total=_integer(values["ecc_corrected_total"]),
-            ecc_uncorrected_total=_integer(values["ecc_uncorrected_total"]),
-            remapped_rows_correctable=_integer(values["remapped_rows_correctable"]),
-            remapped_rows_uncorrectable=_integer(values["remapped_rows_uncorrectable"]),
+            power_watts=_scaled(value("power_watts"), 1000),
+            energy_joules=_scaled(value("energy_joules"), 1000),
+            memory_temperature_celsius=_scaled(value("memory_temperature_celsius"), 1),
+            ecc_corrected_total=_integer(value("ecc_corrected_total")),
+            ecc_uncorrected_total=_integer(value("ecc_uncorrected_total")),
+            remapped_rows_correctable=_integer(value("remapped_rows_correctable")),
+            remapped_rows_uncorrectable=_integer(value("remapped_rows_uncorrectable")),
             remapped_rows_pending=None
-            if values["remapped_rows_pending"] is None
-            else bool(values["remapped_rows_pending"]),
+            if value("remapped_rows_pending") is None
+            else bool(value("remapped_rows_pending")),
         )
 
-    def _read_batch(self) -> dict[str, int | float]:
+    def _read_batch(self) -> dict[str, int | float | None]:
         if not self._batch:
             return {}
         if self._request is None:
             self._prepare_request()
-        handle, request = self._handle, self._request
-        answer = self._calls.get("field_values", lambda: get_field_values(handle, request))
+        answer = self._calls.get("field_values", self._get_values)
         if answer is None:
             self._batch.clear()
             return {}
@@ -110,14 +112,15 @@ class FieldReader:
     def _prepare_request(self) -> None:
         self._names = list(self._batch)
         self._request = (FieldValue * len(self._names))()
+        self._get_values = functools.partial(get_field_values, self._handle, self._request)
         for element, name in zip(self._request, self._names, strict=True):
             field_id = self._batch[name]
             element.fieldId, element.scopeId = (
                 field_id if isinstance(field_id, tuple) else (field_id, 0)
             )
 
-    def _decode(self, answer: Any) -> dict[str, int | float]:
-        values: dict[str, int | float] = {}
+    def _decode(self, answer: Any) -> dict[str, int | float | None]:
+        values: dict[str, int | float | None] = {}
         for name, element in zip(self._names, answer, strict=True):
             code = element.nvmlReturn
             if code == pynvml.NVML_SUCCESS:
