@@ -147,7 +147,7 @@ def opened_source(kind: str, clock: TickClock) -> Iterator[tuple[Any, list[float
     fake_clock = FakeClock()
     clock.followers.append(fake_clock)
     with install_fake_nvml(load_scenario(SCENARIO), clock=fake_clock) as fake:
-        _meter_fake_library(fake, spent)
+        meter_fake_library(fake, spent)
         source = NvmlSource(SourceSettings(), monotonic=fake_clock, sleep=fake_clock.sleep)
         try:
             yield source, spent
@@ -155,7 +155,7 @@ def opened_source(kind: str, clock: TickClock) -> Iterator[tuple[Any, list[float
             source.close()
 
 
-def _meter_fake_library(fake: Any, spent: list[float]) -> None:
+def meter_fake_library(fake: Any, spent: list[float]) -> None:
     """Charge the thread CPU of every fake C call to ``spent[0]`` (calls come from workers)."""
     call, lock = fake.call, threading.Lock()
 

@@ -44,6 +44,21 @@ def test_agent_overhead_quick_prints_cpu_and_memory_per_configuration() -> None:
     assert "dcgm-exporter pods run at 135-512 MiB" in out
 
 
+def test_agent_peers_quick_runs_every_tool_over_the_fake_nvml() -> None:
+    """The peers are the bench extra (also in dev); without them there is nothing to compare."""
+    pytest.importorskip("nvitop", reason="nvitop not installed (pip install -e '.[bench]')")
+    pytest.importorskip("gpustat", reason="gpustat not installed (pip install -e '.[bench]')")
+    out = run_quick("bench.agent_peers")
+    for tool in ("gpufleet", "nvitop getters", "nvitop as_snapshot", "gpustat"):
+        # 20 polls x 8 GPUs, a CPU figure, its fake-library share, and NVML calls per poll
+        row = rf"^1\s+{tool}\s+160\s+{NUMBER}\s+{NUMBER}\s+-?{NUMBER}\s+{NUMBER}\s+{NUMBER}\s*$"
+        assert re.search(row, out, re.MULTILINE), f"no {tool} row in:\n{out}"
+    # every tool read the fake GPUs' memory and power through the binding
+    assert re.search(r"^memory\.used\s+x\s+x\s+x\s+x\s*$", out, re.MULTILINE), out
+    assert re.search(r"^power\.draw\s+x\s+x\s+x\s+x\s*$", out, re.MULTILINE), out
+    assert "nvitop getters: fields gpufleet does not read: none" in out
+
+
 @pytest.mark.slow
 def test_collector_throughput_quick_prints_throughput_memory_and_prometheus() -> None:
     out = run_quick("bench.collector_throughput")

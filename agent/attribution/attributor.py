@@ -30,7 +30,7 @@ import msgspec
 from agent.attribution.devices import GpuDirectory
 from agent.attribution.hpc import JobAllocation, MappingFiles
 from agent.attribution.kubelet import PodDevice, PodResourcesCache, PodResourcesClient
-from agent.attribution.proc import ProcReader
+from agent.attribution.proc import ProcessIdentity, ProcReader
 from agent.attribution.workloads import (
     bare_process_workload,
     first_tier,
@@ -40,17 +40,23 @@ from agent.attribution.workloads import (
     process_workload,
 )
 from agent.config import AttributionSettings
-from agent.model import GpuInfo, GpuSample, ProcessSample, Workload, WorkloadKind
+from agent.model import GpuInfo, GpuSample, Workload, WorkloadKind
 from agent.stats import AgentStats
 
 log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
+#: (pid, name, what /proc said) of each process a source did not attribute itself
+_Identities = tuple[tuple[int, str | None, ProcessIdentity | None], ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class _Holders:
-    """What the node-wide methods found for one ``annotate`` call."""
+    """What the node-wide methods found, kept while their answers stay the same.
+
+    Equality is identity: a GPU's cached workloads (``_GpuCache``) hold only while this
+    very object is current, and a new one is built whenever an answer changes.
+    """
 
     directory: GpuDirectory
     pods: list[PodDevice]
@@ -77,14 +83,21 @@ class Attributor:
         self._jobs_read_at: float | None = None
         self._procs = ProcReader(settings.proc_root, settings.refresh_seconds, monotonic)
         self._user_names: dict[int, str] = {}
+        self._holders_cache: _Holders | None = None
+        #: the answers (GPUs, pod-resources, mapping files) behind ``_holders_cache``
+        self._holders_from: tuple[object, ...] = ()
+        #: per GPU: (holders, (pid, identity) per process) -> its processes' and its workloads
+        self._by_gpu: dict[str, _GpuCache] = {}
 
     def annotate(self, gpus: Sequence[GpuInfo], samples: Sequence[GpuSample]) -> list[GpuSample]:
         """New samples with workloads filled; samples that already carry workloads pass as-is."""
         if all(sample.workloads for sample in samples):
             return list(samples)
         holders = self._holders(gpus)
+        by_gpu, self._by_gpu = self._by_gpu, {}
         annotated = [
-            sample if sample.workloads else self._annotate(sample, holders) for sample in samples
+            sample if sample.workloads else self._annotate(sample, holders, by_gpu)
+            for sample in samples
         ]
         self._procs.forget_except(p.pid for sample in samples for p in sample.processes)
         return annotated
@@ -93,14 +106,24 @@ class Attributor:
         self._pods.close()
 
     def _holders(self, gpus: Sequence[GpuInfo]) -> _Holders:
+        """The node-wide answers, rebuilt only when what is behind them changed (a
+        rediscovery, a pod-resources or mapping-file refresh with a different answer)."""
+        sources = (gpus, self._pods.devices(), self._job_allocations())
+        cached, cached_from = self._holders_cache, self._holders_from
+        self._holders_from = sources
+        if cached is not None and all(
+            a is b or a == b for a, b in zip(cached_from, sources, strict=True)
+        ):
+            return cached  # a refresh that found the same holders changes nothing
+        gpus, pods, jobs = sources
         directory = GpuDirectory(gpus)
-        pods = self._pods.devices()
-        return _Holders(
+        self._holders_cache = _Holders(
             directory=directory,
             pods=pods,
             pods_by_gpu=_group(pods, lambda d: directory.resolve_id(d.device_id)),
-            jobs_by_gpu=_group(self._job_allocations(), lambda a: directory.resolve_id(a.device)),
+            jobs_by_gpu=_group(jobs, lambda a: directory.resolve_id(a.device)),
         )
+        return self._holders_cache
 
     def _job_allocations(self) -> list[JobAllocation]:
         now = self._monotonic()
@@ -109,41 +132,70 @@ class Attributor:
             self._jobs_read_at = now
         return self._jobs
 
-    def _annotate(self, sample: GpuSample, holders: _Holders) -> GpuSample:
-        on_gpu = holders.pods_by_gpu.get(sample.gpu_uuid, [])
-        processes = tuple(
-            self._attribute_process(p, sample, on_gpu, holders) for p in sample.processes
+    def _annotate(
+        self, sample: GpuSample, holders: _Holders, previous: dict[str, _GpuCache]
+    ) -> GpuSample:
+        """The sample with its holders; the workloads are worked out again only when the
+        node-wide answers or the GPU's processes (PIDs and what /proc said) changed."""
+        identities = tuple(
+            (p.pid, p.name, self._identity(p.pid, sample.gpu_uuid))
+            for p in sample.processes
+            if p.workload is None
         )
-        by_process = [p.workload for p in processes if p.workload is not None]
+        cached = previous.get(sample.gpu_uuid)
+        if cached is None or cached.holders is not holders or cached.identities != identities:
+            cached = self._attribute_gpu(sample.gpu_uuid, holders, identities)
+        self._by_gpu[sample.gpu_uuid] = cached
+        if not sample.processes and sample.workloads == cached.workloads:
+            return sample  # nothing to fill in: no copy
+        found = iter(cached.by_process)
+        processes = tuple(
+            p if p.workload is not None else msgspec.structs.replace(p, workload=next(found))
+            for p in sample.processes
+        )
+        return msgspec.structs.replace(sample, processes=processes, workloads=cached.workloads)
+
+    def _attribute_gpu(
+        self,
+        gpu_uuid: str,
+        holders: _Holders,
+        identities: _Identities,
+    ) -> _GpuCache:
+        on_gpu = holders.pods_by_gpu.get(gpu_uuid, [])
+        by_process = tuple(
+            self._process_workload(pid, name, identity, on_gpu, holders)
+            for pid, name, identity in identities
+        )
         # a process's cgroup may reveal the UID of a pod that pod-resources names
         uids = {w.key: w.id for w in by_process if w.kind is WorkloadKind.KUBERNETES_POD and w.name}
         tiers: list[Iterable[Workload]] = [
             (_pod(device, uids) for device in on_gpu),
             (w for w in by_process if w.kind is WorkloadKind.KUBERNETES_POD),
             (w for w in by_process if w.kind is WorkloadKind.SLURM_JOB),
-            (
-                job_workload(a, self._user_name)
-                for a in holders.jobs_by_gpu.get(sample.gpu_uuid, [])
-            ),
-            self._manual(sample.gpu_uuid, holders.directory),
+            (job_workload(a, self._user_name) for a in holders.jobs_by_gpu.get(gpu_uuid, [])),
+            self._manual(gpu_uuid, holders.directory),
             (w for w in by_process if w.kind is WorkloadKind.PROCESS),
         ]
-        return msgspec.structs.replace(sample, processes=processes, workloads=first_tier(tiers))
+        return _GpuCache(holders, identities, by_process, first_tier(tiers))
 
-    def _attribute_process(
-        self, process: ProcessSample, sample: GpuSample, on_gpu: list[PodDevice], holders: _Holders
-    ) -> ProcessSample:
-        if process.workload is not None:
-            return process
+    def _identity(self, pid: int, gpu_uuid: str) -> ProcessIdentity | None:
         errors_before = self._procs.errors_total
-        identity = self._procs.identity(process.pid)
+        identity = self._procs.identity(pid)
         if self._stats is not None and self._procs.errors_total > errors_before:
-            self._stats.record_field_error(sample.gpu_uuid, "attribution_proc")
+            self._stats.record_field_error(gpu_uuid, "attribution_proc")
+        return identity
+
+    def _process_workload(
+        self,
+        pid: int,
+        name: str | None,
+        identity: ProcessIdentity | None,
+        on_gpu: list[PodDevice],
+        holders: _Holders,
+    ) -> Workload:
         if identity is None:
-            workload = bare_process_workload(process.pid, process.name)
-        else:
-            workload = process_workload(identity, on_gpu, holders.pods, self._user_name)
-        return msgspec.structs.replace(process, workload=workload)
+            return bare_process_workload(pid, name)
+        return process_workload(identity, on_gpu, holders.pods, self._user_name)
 
     def _manual(self, gpu_uuid: str, directory: GpuDirectory) -> list[Workload]:
         """A label set on the GPU's UUID, else on its MIG parent's UUID, else on its index."""
@@ -170,6 +222,17 @@ class Attributor:
                 name = str(uid)
             self._user_names[uid] = name
         return name
+
+
+@dataclass(frozen=True, eq=False)
+class _GpuCache:
+    """One GPU's attribution and what it was worked out from."""
+
+    holders: _Holders
+    identities: _Identities
+    #: one per process without a workload, in the sample's order
+    by_process: tuple[Workload, ...]
+    workloads: tuple[Workload, ...]
 
 
 def _pod(device: PodDevice, uids: dict[str, str]) -> Workload:

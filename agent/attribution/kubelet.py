@@ -15,11 +15,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import grpc
-
-from agent.attribution.podresources import api_pb2, api_pb2_grpc
 from agent.stats import AgentStats
+
+if TYPE_CHECKING:
+    import grpc
+
+    from agent.attribution.podresources import api_pb2
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +80,12 @@ class PodResourcesClient:
         """Raises PodResourcesUnavailable when the socket is absent or the RPC fails."""
         if not self.socket_path.exists():
             raise PodResourcesUnavailable(f"socket {self.socket_path} does not exist")
+        # imported on first use: grpc and the stubs are ~14 MiB of resident memory, which
+        # a node without a kubelet (Slurm, bare metal) never needs
+        import grpc
+
+        from agent.attribution.podresources import api_pb2, api_pb2_grpc
+
         if self._channel is None:
             # grpc reconnects to the same path after a kubelet restart recreates the socket
             self._channel = grpc.insecure_channel(
@@ -97,6 +106,8 @@ class PodResourcesClient:
 
 
 def _describe(err: grpc.RpcError) -> str:
+    import grpc  # already loaded: an RpcError came from it
+
     if isinstance(err, grpc.Call):
         return f"{err.code().name}: {err.details()}"
     return type(err).__name__

@@ -9,6 +9,7 @@ PID for a refresh period, because a process's cgroup and environment rarely chan
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -72,51 +73,66 @@ class ProcReader:
             del self._cache[pid]
 
     def _read(self, pid: int) -> ProcessIdentity | None:
-        directory = self._root / str(pid)
+        # plain strings and os-level reads: pathlib and buffered files cost more than
+        # the four small reads themselves, once per PID and refresh
+        directory = f"{self._root}/{pid}"
         try:
-            cgroup = parse_cgroup_file(self._text(directory / "cgroup"))
+            cgroup = parse_cgroup_file(_text(f"{directory}/cgroup"))
         except _VANISHED:
             log.debug("process %d vanished before its cgroup was read", pid)
             return None
         except OSError as err:
-            self._warn_once("cgroup", f"cannot read {directory / 'cgroup'}: {err}")
+            self._warn_once("cgroup", f"cannot read {directory}/cgroup: {err}")
             return None
         return ProcessIdentity(
             pid=pid,
             cgroup=cgroup,
-            environ=self._environ(directory / "environ"),
-            uid=self._optional(directory / "status", parse_status_uid),
-            comm=self._optional(directory / "comm", lambda text: text.strip() or None),
+            environ=self._environ(f"{directory}/environ"),
+            uid=self._optional(directory, "status", parse_status_uid),
+            comm=self._optional(directory, "comm", lambda text: text.strip() or None),
         )
 
-    def _environ(self, path: Path) -> dict[str, str]:
+    def _environ(self, path: str) -> dict[str, str]:
         # another user's environ needs root or CAP_SYS_PTRACE; without it we lose only Slurm
         # variables and the pod name join
         try:
-            with path.open("rb") as file:
-                return parse_environ(file.read(_MAX_ENVIRON_BYTES))
+            return parse_environ(_contents(path))
         except _VANISHED:
             return {}
         except OSError as err:
             self._warn_once("environ", f"cannot read {path}: {err}")
             return {}
 
-    def _optional(self, path: Path, parse: Callable[[str], _T]) -> _T | None:
+    def _optional(self, directory: str, name: str, parse: Callable[[str], _T]) -> _T | None:
         try:
-            return parse(self._text(path))
+            return parse(_text(f"{directory}/{name}"))
         except _VANISHED:
             return None
         except OSError as err:
-            self._warn_once(path.name, f"cannot read {path}: {err}")
+            self._warn_once(name, f"cannot read {directory}/{name}: {err}")
             return None
-
-    @staticmethod
-    def _text(path: Path) -> str:
-        with path.open("rb") as file:
-            return file.read(_MAX_ENVIRON_BYTES).decode("utf-8", errors="replace")
 
     def _warn_once(self, kind: str, message: str) -> None:
         self.errors_total += 1
         if kind not in self._warned:
             self._warned.add(kind)
             log.warning("%s; skipping (logged once per kind of file)", message)
+
+
+def _contents(path: str) -> bytes:
+    """At most _MAX_ENVIRON_BYTES of a file, read until EOF (a /proc file may come in
+    several pieces)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        chunks: list[bytes] = []
+        size = 0
+        while size < _MAX_ENVIRON_BYTES and (chunk := os.read(fd, _MAX_ENVIRON_BYTES - size)):
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _text(path: str) -> str:
+    return _contents(path).decode("utf-8", errors="replace")

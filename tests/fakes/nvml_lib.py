@@ -28,6 +28,7 @@ from typing import Any
 import pynvml
 
 from tests.fakes.nvml_gpm_symbols import GPM_METRICS, EventSymbols, GpmSymbols
+from tests.fakes.nvml_peer_symbols import PeerSymbols
 from tests.fakes.nvml_reading_symbols import ReadingSymbols
 from tests.fakes.nvml_scenario import GpmSpec, GpuSpec, MigSpec, Scenario, load_scenario
 from tests.fakes.nvml_symbols import (
@@ -109,7 +110,9 @@ class FakeGpu:
         return int(self.power.total(now))
 
 
-class FakeNvml(SystemSymbols, IdentitySymbols, ReadingSymbols, GpmSymbols, EventSymbols):
+class FakeNvml(
+    SystemSymbols, IdentitySymbols, ReadingSymbols, GpmSymbols, EventSymbols, PeerSymbols
+):
     """The fake library's state, the test's controls, and (through the mixins) its symbols."""
 
     def __init__(self, scenario: Scenario, clock: Callable[[], float] = time.monotonic) -> None:

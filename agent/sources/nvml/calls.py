@@ -100,8 +100,22 @@ class DeviceCalls:
         """
         if field in self._unavailable:
             return None
-        missing: Exception | None = None
-        for index in range(self._variant.get(field, 0), len(variants)):
+        # the variant that answered last time, tried directly: the loop below runs only
+        # when a symbol turns out to be missing (once per field and session)
+        start = self._variant.get(field, 0)
+        try:
+            return variants[start]()
+        except MISSING_SYMBOL as err:
+            self._variant[field] = start + 1
+            return self._older_variant(field, variants, err)
+        except pynvml.NVMLError as err:
+            self.failed(field, int(err.value))
+            return None
+
+    def _older_variant(
+        self, field: str, variants: tuple[Callable[[], T], ...], missing: Exception
+    ) -> T | None:
+        for index in range(self._variant[field], len(variants)):
             try:
                 value = variants[index]()
             except MISSING_SYMBOL as err:

@@ -7,6 +7,7 @@ GpuFailure propagates to the source, which marks the GPU unhealthy.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,11 +17,12 @@ import pynvml
 
 from agent.model import GpuInfo, GpuSample
 from agent.sources.nvml.calls import DeviceCalls, FieldLog
-from agent.sources.nvml.discovery import DiscoveredGpu, MigInstance, read_memory
+from agent.sources.nvml.discovery import DiscoveredGpu, MigInstance, memory_queries
 from agent.sources.nvml.events import XidEvents
 from agent.sources.nvml.fields import FieldReader
 from agent.sources.nvml.gpm import GpmReadings, GpmSampler
 from agent.sources.nvml.processes import ProcessReader
+from agent.sources.nvml.structs import temperature_v_query
 
 _MHZ = 1_000_000
 
@@ -66,6 +68,20 @@ class GpuReader:
             InstanceReader(instance, gpu, field_log, self._gpm_lock, timing)
             for instance in gpu.instances
         ]
+        # the handle lives as long as this reader: each query's call is bound once
+        partial, sensor = functools.partial, pynvml.NVML_TEMPERATURE_GPU
+        self._memory = memory_queries(handle)
+        self._utilisation = partial(pynvml.nvmlDeviceGetUtilizationRates, handle)
+        self._temperature = (
+            temperature_v_query(handle, sensor),
+            partial(pynvml.nvmlDeviceGetTemperature, handle, sensor),  # drivers before R565
+        )
+        self._sm_clock = partial(pynvml.nvmlDeviceGetClockInfo, handle, pynvml.NVML_CLOCK_SM)
+        self._memory_clock = partial(pynvml.nvmlDeviceGetClockInfo, handle, pynvml.NVML_CLOCK_MEM)
+        self._throttle = (
+            partial(pynvml.nvmlDeviceGetCurrentClocksEventReasons, handle),
+            partial(pynvml.nvmlDeviceGetCurrentClocksThrottleReasons, handle),  # before R535
+        )
 
     def read(self, now: float) -> list[GpuSample]:
         """This GPU's sample followed by one per MIG instance; raises GpuFailure."""
@@ -82,11 +98,10 @@ class GpuReader:
         self._events.close()
 
     def _read_gpu(self, now: float) -> GpuSample:
-        handle, calls = self._handle, self._calls
         fields = self._fields.read()
         gpm = self._read_gpm()
         coarse = None if gpm is not None else self._coarse_utilisation()
-        memory = read_memory(handle, calls)
+        used, total, reserved = _memory_bytes(self._calls.get("memory", *self._memory))
         return GpuSample(
             timestamp=now,
             gpu_uuid=self._gpu.info.uuid,
@@ -99,9 +114,11 @@ class GpuReader:
             energy_joules=fields.energy_joules,
             temperature_celsius=self._temperature_celsius(),
             memory_temperature_celsius=fields.memory_temperature_celsius,
-            **_memory_fields(memory),
-            sm_clock_hertz=self._clock_hertz("sm_clock_hertz", pynvml.NVML_CLOCK_SM),
-            memory_clock_hertz=self._clock_hertz("memory_clock_hertz", pynvml.NVML_CLOCK_MEM),
+            memory_used_bytes=used,
+            memory_total_bytes=total,
+            memory_reserved_bytes=reserved,
+            sm_clock_hertz=self._clock_hertz("sm_clock_hertz", self._sm_clock),
+            memory_clock_hertz=self._clock_hertz("memory_clock_hertz", self._memory_clock),
             throttle_reasons=self._throttle_reasons(),
             xid_errors=self._events.poll(),
             ecc_corrected_total=fields.ecc_corrected_total,
@@ -111,10 +128,6 @@ class GpuReader:
             remapped_rows_pending=fields.remapped_rows_pending,
             processes=self._processes.read() if self._processes else (),
         )
-
-    @property
-    def _handle(self) -> Any:
-        return self._gpu.handle
 
     def _read_gpm(self) -> GpmReadings | None:
         if self._gpm is None or not self._calls.available("gpm"):
@@ -129,33 +142,22 @@ class GpuReader:
         """
         if self._gpu.info.mig_enabled or (self._gpm is not None and self._calls.available("gpm")):
             return None
-        handle = self._handle
-        return self._calls.get("utilization", lambda: pynvml.nvmlDeviceGetUtilizationRates(handle))
+        return self._calls.get("utilization", self._utilisation)
 
     def _temperature_celsius(self) -> float | None:
-        """nvidia-smi --query-gpu=temperature.gpu, °C."""
-        handle, sensor = self._handle, pynvml.NVML_TEMPERATURE_GPU
-        celsius = self._calls.get(
-            "temperature_celsius",
-            lambda: pynvml.nvmlDeviceGetTemperatureV(handle, sensor),
-            lambda: pynvml.nvmlDeviceGetTemperature(handle, sensor),  # drivers before R565
-        )
+        """nvidia-smi --query-gpu=temperature.gpu, °C (TemperatureV, else the call before R565)."""
+        celsius = self._calls.get("temperature_celsius", *self._temperature)
         return None if celsius is None else float(celsius)
 
-    def _clock_hertz(self, field: str, clock: int) -> float | None:
+    def _clock_hertz(self, field: str, query: Callable[[], int]) -> float | None:
         """nvidia-smi --query-gpu=clocks.sm / clocks.mem, Hz (NVML answers MHz)."""
-        handle = self._handle
-        mhz = self._calls.get(field, lambda: pynvml.nvmlDeviceGetClockInfo(handle, clock))
+        mhz = self._calls.get(field, query)
         return None if mhz is None else float(int(mhz) * _MHZ)
 
     def _throttle_reasons(self) -> int | None:
-        """nvidia-smi --query-gpu=clocks_event_reasons.active, a bitmask (THROTTLE_REASONS)."""
-        handle = self._handle
-        mask = self._calls.get(
-            "throttle_reasons",
-            lambda: pynvml.nvmlDeviceGetCurrentClocksEventReasons(handle),
-            lambda: pynvml.nvmlDeviceGetCurrentClocksThrottleReasons(handle),  # before R535
-        )
+        """nvidia-smi --query-gpu=clocks_event_reasons.active, a bitmask (THROTTLE_REASONS);
+        the ThrottleReasons call on drivers before R535."""
+        mask = self._calls.get("throttle_reasons", *self._throttle)
         return None if mask is None else int(mask)
 
 
@@ -175,6 +177,7 @@ class InstanceReader:
     ) -> None:
         self._instance = instance
         self._calls = DeviceCalls(instance.info.uuid, field_log)
+        self._memory = memory_queries(instance.handle)
         self._processes = ProcessReader(instance.handle, self._calls, with_sm_share=False)
         parent_handle, gi_id = parent.handle, instance.gpu_instance_id
         self._gpm = (
@@ -192,7 +195,7 @@ class InstanceReader:
 
     def read(self, now: float) -> GpuSample:
         gpm = self._gpm.read() if self._gpm is not None else None
-        memory = read_memory(self._instance.handle, self._calls)
+        used, total, reserved = _memory_bytes(self._calls.get("memory", *self._memory))
         return GpuSample(
             timestamp=now,
             gpu_uuid=self._instance.info.uuid,
@@ -200,7 +203,9 @@ class InstanceReader:
             sm_occupancy=gpm.sm_occupancy if gpm else None,
             tensor_activity=gpm.tensor_activity if gpm else None,
             dram_activity=gpm.dram_activity if gpm else None,
-            **_memory_fields(memory),
+            memory_used_bytes=used,
+            memory_total_bytes=total,
+            memory_reserved_bytes=reserved,
             processes=self._processes.read(),
         )
 
@@ -213,13 +218,10 @@ def _percent(utilisation: Any, member: str) -> float | None:
     return None if utilisation is None else int(getattr(utilisation, member)) / 100
 
 
-def _memory_fields(memory: Any) -> dict[str, Any]:
-    """GpuSample's memory fields from a v1 or v2 memory struct (bytes); None if unread."""
+def _memory_bytes(memory: Any) -> tuple[int | None, int | None, int | None]:
+    """(used, total, reserved) bytes from a v1 or v2 memory struct; None where unread
+    (reserved: v2 only)."""
     if memory is None:
-        return {}
-    reserved = memory.reserved if isinstance(memory, pynvml.c_nvmlMemory_v2_t) else None
-    return {
-        "memory_used_bytes": int(memory.used),
-        "memory_total_bytes": int(memory.total),
-        "memory_reserved_bytes": None if reserved is None else int(reserved),
-    }
+        return None, None, None
+    reserved = getattr(memory, "reserved", None)
+    return int(memory.used), int(memory.total), None if reserved is None else int(reserved)

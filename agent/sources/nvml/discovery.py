@@ -6,6 +6,8 @@ carried across one (a handle kept past a GPU reset can crash inside the driver).
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,6 +15,7 @@ import pynvml
 
 from agent.model import GpuInfo
 from agent.sources.nvml.calls import DeviceCalls, FieldLog
+from agent.sources.nvml.structs import memory_v2_query
 
 #: nvmlDeviceArchitecture_t -> name used in GpuInfo.architecture
 ARCHITECTURES: dict[int, str] = {
@@ -119,11 +122,13 @@ def read_memory(handle: Any, calls: DeviceCalls) -> Any:
     nvidia-smi --query-gpu=memory.used,memory.total,memory.reserved. With v1 on newer
     drivers ``used`` includes the reserved memory.
     """
-    return calls.get(
-        "memory",
-        lambda: pynvml.nvmlDeviceGetMemoryInfo(handle, version=pynvml.nvmlMemory_v2),
-        lambda: pynvml.nvmlDeviceGetMemoryInfo(handle),
-    )
+    return calls.get("memory", *memory_queries(handle))
+
+
+def memory_queries(handle: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
+    """The memory info calls for ``handle``, newest first (see read_memory); a reader
+    builds them once per session."""
+    return (memory_v2_query(handle), functools.partial(pynvml.nvmlDeviceGetMemoryInfo, handle))
 
 
 def _pci_bus_id(handle: Any) -> str:

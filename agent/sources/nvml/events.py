@@ -13,6 +13,7 @@ from typing import Any
 import pynvml
 
 from agent.sources.nvml.calls import DeviceCalls
+from agent.sources.nvml.structs import event_wait
 
 #: a non-blocking wait: collect what is pending, never hold up the read
 WAIT_MILLISECONDS = 0
@@ -27,6 +28,7 @@ class XidEvents:
         self._handle = handle
         self._calls = calls
         self._event_set: Any = None
+        self._wait: Any = None
 
     def poll(self) -> tuple[int, ...]:
         """XID codes raised since the previous poll, oldest first; () when unsupported."""
@@ -35,19 +37,19 @@ class XidEvents:
         codes: list[int] = []
         for _ in range(MAX_EVENTS_PER_READ):
             try:
-                data = pynvml.nvmlEventSetWait(self._event_set, WAIT_MILLISECONDS)
-            except pynvml.NVMLError_Timeout:
-                break  # nothing (more) pending
+                data = self._wait()
             except pynvml.NVMLError as err:
                 self._calls.failed("xid_errors", int(err.value))
                 break
+            if data is None:
+                break  # nothing (more) pending
             if data.eventType & pynvml.nvmlEventTypeXidCriticalError:
                 codes.append(int(data.eventData))
         return tuple(codes)
 
     def close(self) -> None:
         if self._event_set is not None:
-            event_set, self._event_set = self._event_set, None
+            event_set, self._event_set, self._wait = self._event_set, None, None
             self._calls.get("xid_event_set", lambda: pynvml.nvmlEventSetFree(event_set))
 
     def _open(self) -> bool:
@@ -74,4 +76,5 @@ class XidEvents:
             self._calls.get("xid_event_set", lambda: pynvml.nvmlEventSetFree(event_set))
             return False
         self._event_set = event_set
+        self._wait = event_wait(event_set, WAIT_MILLISECONDS)
         return True

@@ -8,13 +8,14 @@ its dedicated call (e.g. nvmlDeviceGetPowerUsage) is used instead where one exis
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import pynvml
 
 from agent.sources.nvml.calls import PERMANENT_CODES, DeviceCalls
+from agent.sources.nvml.structs import FieldValue, get_field_values
 
 #: c_nvmlValue_t union member for each nvmlValueType_t
 _UNION_MEMBERS = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")
@@ -36,9 +37,11 @@ _REMAPPED = ("remapped_rows_correctable", "remapped_rows_uncorrectable", "remapp
 _HAS_DEDICATED_CALL = frozenset(FIELD_IDS) - {"memory_temperature_celsius"}
 
 
-@dataclass(frozen=True)
-class FieldReadings:
-    """One GPU's field values in SI units; None where the GPU cannot say."""
+class FieldReadings(NamedTuple):
+    """One GPU's field values in SI units; None where the GPU cannot say.
+
+    A NamedTuple, not a frozen dataclass: built once per GPU and read, and a frozen
+    dataclass pays an object.__setattr__ per field."""
 
     #: instantaneous board power, W (nvidia-smi --query-gpu=power.draw.instant)
     power_watts: float | None = None
@@ -71,45 +74,60 @@ class FieldReader:
         self._calls = calls
         #: fields still asked for in the batch (a field the GPU rejects is dropped)
         self._batch = dict(FIELD_IDS)
+        #: the request for ``_batch``, ids written once; rebuilt when a field is dropped
+        self._names: list[str] = []
+        self._request: Any = None
+        self._get_values: Callable[[], Any] = lambda: None
 
     def read(self) -> FieldReadings:
-        raw = self._read_batch()
-        values: dict[str, int | float | None] = {name: raw.get(name) for name in FIELD_IDS}
-        self._fill_fallbacks(values)
+        values = self._read_batch()
+        if len(self._batch) < len(FIELD_IDS):  # only a field dropped from the batch falls back
+            values = {name: values.get(name) for name in FIELD_IDS}
+            self._fill_fallbacks(values)
+        value = values.get
         return FieldReadings(
-            power_watts=_scaled(values["power_watts"], 1000),
-            energy_joules=_scaled(values["energy_joules"], 1000),
-            memory_temperature_celsius=_scaled(values["memory_temperature_celsius"], 1),
-            ecc_corrected_total=_integer(values["ecc_corrected_total"]),
-            ecc_uncorrected_total=_integer(values["ecc_uncorrected_total"]),
-            remapped_rows_correctable=_integer(values["remapped_rows_correctable"]),
-            remapped_rows_uncorrectable=_integer(values["remapped_rows_uncorrectable"]),
+            power_watts=_scaled(value("power_watts"), 1000),
+            energy_joules=_scaled(value("energy_joules"), 1000),
+            memory_temperature_celsius=_scaled(value("memory_temperature_celsius"), 1),
+            ecc_corrected_total=_integer(value("ecc_corrected_total")),
+            ecc_uncorrected_total=_integer(value("ecc_uncorrected_total")),
+            remapped_rows_correctable=_integer(value("remapped_rows_correctable")),
+            remapped_rows_uncorrectable=_integer(value("remapped_rows_uncorrectable")),
             remapped_rows_pending=None
-            if values["remapped_rows_pending"] is None
-            else bool(values["remapped_rows_pending"]),
+            if value("remapped_rows_pending") is None
+            else bool(value("remapped_rows_pending")),
         )
 
-    def _read_batch(self) -> dict[str, int | float]:
-        names = list(self._batch)
-        if not names:
+    def _read_batch(self) -> dict[str, int | float | None]:
+        if not self._batch:
             return {}
-        ids = [self._batch[name] for name in names]
-        answer = self._calls.get(
-            "field_values", lambda: pynvml.nvmlDeviceGetFieldValues(self._handle, ids)
-        )
+        if self._request is None:
+            self._prepare_request()
+        answer = self._calls.get("field_values", self._get_values)
         if answer is None:
             self._batch.clear()
             return {}
-        return self._decode(names, answer)
+        return self._decode(answer)
 
-    def _decode(self, names: list[str], answer: Any) -> dict[str, int | float]:
-        values: dict[str, int | float] = {}
-        for name, element in zip(names, answer, strict=True):
-            code = int(element.nvmlReturn)
+    def _prepare_request(self) -> None:
+        self._names = list(self._batch)
+        self._request = (FieldValue * len(self._names))()
+        self._get_values = functools.partial(get_field_values, self._handle, self._request)
+        for element, name in zip(self._request, self._names, strict=True):
+            field_id = self._batch[name]
+            element.fieldId, element.scopeId = (
+                field_id if isinstance(field_id, tuple) else (field_id, 0)
+            )
+
+    def _decode(self, answer: Any) -> dict[str, int | float | None]:
+        values: dict[str, int | float | None] = {}
+        for name, element in zip(self._names, answer, strict=True):
+            code = element.nvmlReturn
             if code == pynvml.NVML_SUCCESS:
                 values[name] = field_value(element)
             elif code in PERMANENT_CODES:
                 del self._batch[name]  # its dedicated call (if any) answers from now on
+                self._request = None
                 if name not in _HAS_DEDICATED_CALL:
                     self._calls.failed(name, code)
             else:

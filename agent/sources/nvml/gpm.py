@@ -15,12 +15,12 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import pynvml
 
 from agent.sources.nvml.calls import DeviceCalls
+from agent.sources.nvml.structs import GpmMetricsGet
 
 #: NVML's minimum spacing between the two samples of a metric
 MIN_GAP_SECONDS = 0.1
@@ -34,8 +34,7 @@ METRIC_IDS: dict[str, int] = {
 }
 
 
-@dataclass(frozen=True)
-class GpmReadings:
+class GpmReadings(NamedTuple):
     """Ratios 0..1 averaged since the previous read; None where a metric failed.
 
     No nvidia-smi query shows these; ``nvidia-smi dmon --gpm-metrics 2,3,5,10`` prints
@@ -47,6 +46,10 @@ class GpmReadings:
     sm_occupancy: float | None = None
     tensor_activity: float | None = None
     dram_activity: float | None = None
+
+
+if tuple(METRIC_IDS) != GpmReadings._fields:  # GpmSampler builds readings positionally
+    raise ImportError("gpm.METRIC_IDS and GpmReadings list the metrics in different orders")
 
 
 class GpmSampler:
@@ -69,7 +72,10 @@ class GpmSampler:
         self._sleep = sleep
         self._buffers: list[Any] = []
         self._previous_at: float | None = None
-        self._request = pynvml.c_nvmlGpmMetricsGet_t()
+        self._request = _metrics_request()
+        self._get_metrics = functools.partial(pynvml.nvmlGpmMetricsGet, self._request)
+        #: per buffer, the call that fills it (bound once: the buffers live until close)
+        self._fill: list[Callable[[], object]] = []
 
     def read(self) -> GpmReadings | None:
         """Metrics since the previous read; None when GPM failed (see DeviceCalls)."""
@@ -80,6 +86,7 @@ class GpmSampler:
                 return None
             readings = self._metrics(previous=self._buffers[0], current=self._buffers[1])
             self._buffers.reverse()
+            self._fill.reverse()
             return readings
 
     def close(self) -> None:
@@ -87,7 +94,7 @@ class GpmSampler:
         with self._lock:
             for buffer in self._buffers:
                 self._calls.get("gpm_free", functools.partial(pynvml.nvmlGpmSampleFree, buffer))
-            self._buffers = []
+            self._buffers, self._fill = [], []
             self._previous_at = None
 
     def _allocate(self) -> bool:
@@ -96,42 +103,50 @@ class GpmSampler:
             if buffer is None:
                 return False
             self._buffers.append(buffer)
+            self._fill.append(functools.partial(self._take_sample, buffer))
         return True
 
     def _sample_after_gap(self) -> bool:
         """Fill buffers[1] at least one gap after buffers[0] was filled."""
         if self._previous_at is None:
-            if not self._take(self._buffers[0]):
+            if not self._take(0):
                 return False
             self._previous_at = self._monotonic()
         wait_seconds = self._previous_at + self._gap_seconds - self._monotonic()
         if wait_seconds > 0:
             self._sleep(wait_seconds)
-        if not self._take(self._buffers[1]):
+        if not self._take(1):
             self._previous_at = None
             return False
         self._previous_at = self._monotonic()
         return True
 
-    def _take(self, buffer: Any) -> bool:
-        return self._calls.get("gpm", lambda: self._take_sample(buffer)) is not None
+    def _take(self, slot: int) -> bool:
+        """Fill buffers[slot] with a sample taken now."""
+        return self._calls.get("gpm", self._fill[slot]) is not None
 
     def _metrics(self, previous: Any, current: Any) -> GpmReadings | None:
         request = self._request
-        request.version = pynvml.NVML_GPM_METRICS_GET_VERSION
-        request.numMetrics = len(METRIC_IDS)
         request.sample1 = previous
         request.sample2 = current
-        for slot, metric_id in enumerate(METRIC_IDS.values()):
-            request.metrics[slot].metricId = metric_id
-        if self._calls.get("gpm", lambda: pynvml.nvmlGpmMetricsGet(request)) is None:
+        if self._calls.get("gpm", self._get_metrics) is None:
             return None
-        values: dict[str, float | None] = {}
-        for slot, name in enumerate(METRIC_IDS):
-            metric = request.metrics[slot]
-            if int(metric.nvmlReturn) == pynvml.NVML_SUCCESS:
-                values[name] = min(max(float(metric.value) / 100, 0.0), 1.0)
+        values: list[float | None] = []
+        for name, metric in zip(METRIC_IDS, request.metrics, strict=False):
+            if metric.nvmlReturn == pynvml.NVML_SUCCESS:
+                values.append(min(max(metric.value / 100, 0.0), 1.0))
             else:
-                values[name] = None
-                self._calls.failed(f"gpm_{name}", int(metric.nvmlReturn))
-        return GpmReadings(**values)
+                values.append(None)
+                self._calls.failed(f"gpm_{name}", metric.nvmlReturn)
+        return GpmReadings(*values)  # METRIC_IDS is in GpmReadings' field order
+
+
+def _metrics_request() -> Any:
+    """A metrics request for METRIC_IDS, written once: NVML reads the version, the count
+    and the ids, and writes only each metric's return code, value and description."""
+    request = GpmMetricsGet()
+    request.version = pynvml.NVML_GPM_METRICS_GET_VERSION
+    request.numMetrics = len(METRIC_IDS)
+    for slot, metric_id in enumerate(METRIC_IDS.values()):
+        request.metrics[slot].metricId = metric_id
+    return request

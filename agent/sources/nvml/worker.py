@@ -12,13 +12,15 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Callable, Mapping
-from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeout
-from typing import TypeVar
+from collections.abc import Callable, Hashable, Mapping
+from typing import Any, TypeVar
 
 T = TypeVar("T")
-K = TypeVar("K")
+K = TypeVar("K", bound=Hashable)
+
+#: (key, True, result) or (key, False, the exception the job raised)
+_Reply = tuple[Any, bool, Any]
+_Job = tuple[Callable[[], object], "queue.SimpleQueue[_Reply]", object]
 
 
 class CallTimeout(Exception):
@@ -26,39 +28,49 @@ class CallTimeout(Exception):
 
 
 class DeadlineWorker:
-    """Runs submitted calls one at a time on a daemon thread."""
+    """Runs submitted calls one at a time on a daemon thread.
+
+    Answers go to a reply queue the caller owns (a C-implemented SimpleQueue, not a
+    Future with its Python-level Condition: a read of 8 GPUs makes 8 hand-offs a second,
+    and the agent's per-poll CPU is what it is judged on). A call abandoned past its
+    deadline answers into the queue of the caller that gave up, which nobody reads again.
+    """
 
     def __init__(self, name: str) -> None:
         self._name = name
-        self._jobs: queue.SimpleQueue[tuple[Callable[[], object], Future[object]] | None] = (
-            queue.SimpleQueue()
-        )
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._pending = 0
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
-    def submit(self, job: Callable[[], T]) -> Future[T] | None:
-        """Queue ``job``; ``None`` while an earlier call is still running (wedged)."""
+    def submit(
+        self, job: Callable[[], object], replies: queue.SimpleQueue[_Reply], key: object
+    ) -> bool:
+        """Queue ``job``, its answer to go to ``replies`` tagged ``key``; False while an
+        earlier call is still running (wedged)."""
         with self._lock:
             if self._pending:
-                return None
+                return False
             self._pending += 1
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
                 self._thread.start()
-        future: Future[T] = Future()
-        self._jobs.put((job, future))  # type: ignore[arg-type]
-        return future
+        self._jobs.put((job, replies, key))
+        return True
 
     def call(self, job: Callable[[], T], timeout_seconds: float) -> T:
         """Run ``job`` and return its result; raises CallTimeout past the deadline."""
-        future = self.submit(job)
-        if future is None:
+        replies: queue.SimpleQueue[_Reply] = queue.SimpleQueue()
+        if not self.submit(job, replies, None):
             raise CallTimeout(f"{self._name}: an earlier call has not returned yet")
         try:
-            return future.result(timeout=timeout_seconds)
-        except FutureTimeout:
+            _, ok, value = replies.get(timeout=timeout_seconds)
+        except queue.Empty:
             raise CallTimeout(f"{self._name}: no answer within {timeout_seconds:g} s") from None
+        if not ok:
+            raise value
+        result: T = value
+        return result
 
     def stop(self) -> None:
         """Let the thread exit once its current call (if any) returns."""
@@ -69,14 +81,15 @@ class DeadlineWorker:
 
     def _loop(self) -> None:
         while (item := self._jobs.get()) is not None:
-            job, future = item
+            job, replies, key = item
             try:
-                future.set_result(job())
+                reply: _Reply = (key, True, job())
             except BaseException as err:
-                future.set_exception(err)
-            finally:
-                with self._lock:
-                    self._pending -= 1
+                reply = (key, False, err)
+            # free before answering, so a caller that got the answer may submit again at once
+            with self._lock:
+                self._pending -= 1
+            replies.put(reply)
 
 
 def fan_out(
@@ -84,22 +97,33 @@ def fan_out(
     jobs: Mapping[K, Callable[[], T]],
     timeout_seconds: float,
 ) -> dict[K, T | Exception]:
-    """Run each job on its worker in parallel; results (or the exception) by key.
+    """Run each job on its worker in parallel; results (or the exception) by key, in
+    the order of ``jobs``.
 
     All jobs share one deadline ``timeout_seconds`` from now; a job that misses it yields
     a CallTimeout and is left running on its thread.
     """
     deadline = time.monotonic() + timeout_seconds
-    futures = {key: workers[key].submit(job) for key, job in jobs.items()}
-    results: dict[K, T | Exception] = {}
-    for key, future in futures.items():
-        if future is None:
-            results[key] = CallTimeout("an earlier NVML call has not returned yet")
-            continue
+    replies: queue.SimpleQueue[_Reply] = queue.SimpleQueue()
+    answers: dict[K, T | Exception] = {}
+    waiting = 0
+    for key, job in jobs.items():
+        if workers[key].submit(job, replies, key):
+            waiting += 1
+        else:
+            answers[key] = CallTimeout("an earlier NVML call has not returned yet")
+    while waiting:
         try:
-            results[key] = future.result(timeout=max(0.0, deadline - time.monotonic()))
-        except FutureTimeout:
-            results[key] = CallTimeout(f"no answer within {timeout_seconds:g} s")
-        except Exception as err:
-            results[key] = err
-    return results
+            key, ok, value = replies.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            break
+        waiting -= 1
+        if not ok and not isinstance(value, Exception):
+            raise value  # KeyboardInterrupt, SystemExit: not a GPU's failure
+        answers[key] = value
+    return {
+        key: answers[key]
+        if key in answers
+        else CallTimeout(f"no answer within {timeout_seconds:g} s")
+        for key in jobs
+    }

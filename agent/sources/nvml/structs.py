@@ -1,0 +1,121 @@
+"""Plain ctypes twins of the binding's structs, and queries that fill one, allocated once.
+
+nvidia-ml-py's structs derive from ``_PrintableStructure``, whose Python-level
+``__getattribute__`` and ``__setattr__`` run on every member access: decoding one field
+value batch and one GPM metrics request took ~30 such calls per GPU and read. A twin has
+the binding's own ``_fields_`` (so the layout follows the binding, checked by size) on a
+plain ``ctypes.Structure``, whose members are C descriptors. The C library sees the
+same bytes.
+
+The prepared queries below do what the binding's wrapper of the same symbol does (look
+the symbol up in the binding's cache, check the return code with the binding's error
+classes), minus building a struct per call; a driver without the symbol raises
+NVMLError_FunctionNotFound there as in the wrapper.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import pynvml
+
+
+@functools.cache
+def plain_twin(struct: Any) -> Any:
+    """A ctypes Structure (or Union) laid out as ``struct``, nested structs twinned too."""
+    base: type = ctypes.Union if issubclass(struct, ctypes.Union) else ctypes.Structure
+    namespace: dict[str, Any] = {"_fields_": [_plain_field(*f) for f in struct._fields_]}
+    if hasattr(struct, "_pack_"):
+        namespace["_pack_"] = struct._pack_
+    twin = type(f"Plain_{struct.__name__}", (base,), namespace)
+    if ctypes.sizeof(twin) != ctypes.sizeof(struct):  # pragma: no cover - a binding change
+        raise TypeError(f"plain twin of {struct.__name__} differs in size; update structs.py")
+    return twin
+
+
+def _plain_field(name: str, kind: Any, *bits: int) -> tuple[Any, ...]:
+    if isinstance(kind, type) and issubclass(kind, ctypes.Structure | ctypes.Union):
+        kind = plain_twin(kind)
+    elif isinstance(kind, type) and issubclass(kind, ctypes.Array):
+        element: Any = kind._type_
+        if issubclass(element, ctypes.Structure | ctypes.Union):
+            kind = plain_twin(element) * kind._length_
+    return (name, kind, *bits)
+
+
+#: one nvmlDeviceGetFieldValues element; NVML reads fieldId/scopeId, writes the rest
+FieldValue: Any = plain_twin(pynvml.c_nvmlFieldValue_t)
+#: an nvmlGpmMetricsGet request; NVML reads version, numMetrics, samples and metric ids
+GpmMetricsGet: Any = plain_twin(pynvml.c_nvmlGpmMetricsGet_t)
+
+
+def get_field_values(handle: Any, request: Any) -> Any:
+    """nvmlDeviceGetFieldValues into a prepared ``FieldValue`` array; raises NVMLError.
+
+    The binding's wrapper builds and fills a fresh request array on every call; this
+    asks the same symbol, through the binding's own symbol cache and return check (so a
+    driver without the symbol raises NVMLError_FunctionNotFound as there), with an array
+    whose field ids were written once.
+    """
+    symbol = pynvml._nvmlGetFunctionPointer("nvmlDeviceGetFieldValues")
+    pynvml._nvmlCheckReturn(symbol(handle, ctypes.c_int32(len(request)), ctypes.byref(request)))
+    return request
+
+
+MemoryV2: Any = plain_twin(pynvml.c_nvmlMemory_v2_t)
+TemperatureV1: Any = plain_twin(pynvml.c_nvmlTemperature_v1_t)
+EventData: Any = plain_twin(pynvml.c_nvmlEventData_t)
+
+
+def _call(name: str, *args: Any) -> int:
+    """The binding's symbol ``name`` on ``args``: its return code, NVMLError if not SUCCESS."""
+    return int(pynvml._nvmlCheckReturn(pynvml._nvmlGetFunctionPointer(name)(*args)))
+
+
+def memory_v2_query(handle: Any) -> Callable[[], Any]:
+    """nvmlDeviceGetMemoryInfo(handle, version=nvmlMemory_v2) into one reused struct."""
+    memory = MemoryV2()
+    memory.version = pynvml.nvmlMemory_v2
+    reference = ctypes.byref(memory)
+
+    def query() -> Any:
+        _call("nvmlDeviceGetMemoryInfo_v2", handle, reference)
+        return memory
+
+    return query
+
+
+def temperature_v_query(handle: Any, sensor: int) -> Callable[[], int]:
+    """nvmlDeviceGetTemperatureV(handle, sensor) into one reused struct, °C."""
+    request = TemperatureV1()
+    request.version = pynvml.nvmlTemperature_v1
+    request.sensorType = sensor
+    reference = ctypes.byref(request)
+
+    def query() -> int:
+        _call("nvmlDeviceGetTemperatureV", handle, reference)
+        return int(request.temperature)
+
+    return query
+
+
+def event_wait(event_set: Any, timeout_milliseconds: int) -> Callable[[], Any]:
+    """nvmlEventSetWait into one reused struct: the event, or None when none is pending.
+
+    The binding raises NVMLError_Timeout for "nothing pending", which is the answer of
+    almost every read; here it is a return code. Any other error raises NVMLError.
+    """
+    data = EventData()
+    reference, timeout = ctypes.byref(data), ctypes.c_uint(timeout_milliseconds)
+
+    def wait() -> Any:
+        code = pynvml._nvmlGetFunctionPointer("nvmlEventSetWait_v2")(event_set, reference, timeout)
+        if code == pynvml.NVML_ERROR_TIMEOUT:
+            return None
+        pynvml._nvmlCheckReturn(code)
+        return data
+
+    return wait

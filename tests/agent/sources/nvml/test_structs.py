@@ -1,0 +1,59 @@
+"""The plain twins of the binding's structs: the same bytes as the binding's, read faster."""
+
+from __future__ import annotations
+
+import ctypes
+
+import pynvml
+import pytest
+
+from agent.sources.nvml.fields import FIELD_IDS
+from agent.sources.nvml.structs import FieldValue, GpmMetricsGet, get_field_values, plain_twin
+from tests.fakes.nvml_lib import FakeClock, install_fake_nvml, load_scenario
+
+
+def _offsets(struct: type) -> list[tuple[str, int, int]]:
+    return [
+        (name, getattr(struct, name).offset, getattr(struct, name).size)
+        for name, *_ in struct._fields_  # type: ignore[attr-defined]
+    ]
+
+
+@pytest.mark.parametrize(
+    "struct",
+    [pynvml.c_nvmlFieldValue_t, pynvml.c_nvmlGpmMetricsGet_t, pynvml.c_nvmlGpmMetric_t],
+)
+def test_a_twin_has_the_binding_layout_member_by_member(struct: type) -> None:
+    twin = plain_twin(struct)
+    assert ctypes.sizeof(twin) == ctypes.sizeof(struct)
+    assert _offsets(twin) == _offsets(struct)
+    assert twin.__mro__[1] in (ctypes.Structure, ctypes.Union)  # no Python attribute hooks
+
+
+def test_twins_used_by_the_agent_are_the_binding_structs_twins() -> None:
+    assert FieldValue is plain_twin(pynvml.c_nvmlFieldValue_t)
+    assert GpmMetricsGet is plain_twin(pynvml.c_nvmlGpmMetricsGet_t)
+
+
+def test_a_prepared_request_reads_what_the_binding_wrapper_reads() -> None:
+    """The binding's seams the agent calls (its symbol cache and return check) still exist,
+    and a reused request answers as a fresh one, read after read."""
+    assert callable(pynvml._nvmlGetFunctionPointer) and callable(pynvml._nvmlCheckReturn)
+    clock = FakeClock()
+    ids = list(FIELD_IDS.values())
+    with install_fake_nvml(load_scenario("h100_sxm_8x_gpm"), clock):
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+        request = (FieldValue * len(ids))()
+        for element, field_id in zip(request, ids, strict=True):
+            element.fieldId, element.scopeId = (
+                field_id if isinstance(field_id, tuple) else (field_id, 0)
+            )
+        for _ in range(3):
+            clock.advance(1.0)
+            ours = get_field_values(handle, request)
+            theirs = pynvml.nvmlDeviceGetFieldValues(handle, ids)
+            assert [(e.nvmlReturn, e.valueType, e.value.ullVal) for e in ours] == [
+                (e.nvmlReturn, e.valueType, e.value.ullVal) for e in theirs
+            ]
+        pynvml.nvmlShutdown()
