@@ -17,8 +17,11 @@ import tempfile
 import threading
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import uvicorn
 
 from agent.config import ShipperSettings
 from agent.metrics.exporter import AgentExporter, XidTally, serve_metrics
@@ -162,26 +165,55 @@ def run(args: argparse.Namespace) -> int:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     with tempfile.TemporaryDirectory(prefix="gpufleet-demo-") as tmp:
         demo = build_demo(args, Path(tmp))
-        server = serve(demo.collector)
+        live = start(demo, args)
         try:
-            prerun(demo, args.step, time.time())
-            demo.clock.run(args.speed)
-            stop = threading.Event()
-            threads = _start_agents(demo, stop)
-            demo.collector.start_jobs(apply_every_seconds=0.5, check_every_seconds=0.5)
-            run_live(demo, args, stop)
-            stop.set()
-            for thread in threads:
-                thread.join(timeout=5)
-            for agent in demo.agents:
-                agent.shipper.close()
-            demo.collector.core.applier.tick(flush=True)
-            demo.collector.core.recommender.evaluate(demo.clock())
+            run_live(demo, args, live.stop)
+            finish(demo, live)
             print_summary(demo, final=True)
         finally:
-            server.should_exit = True
-            demo.collector.stop()
+            close(demo, live)
     return 0
+
+
+@dataclass
+class Running:
+    """A started demo: its HTTP server, the agents' threads and what stops them."""
+
+    server: uvicorn.Server
+    stop: threading.Event
+    threads: list[threading.Thread]
+
+
+def start(demo: Demo, args: argparse.Namespace) -> Running:
+    """Serve, pre-run the history, then run the fleet live at ``--speed``."""
+    server = serve(demo.collector)
+    try:
+        prerun(demo, args.step, time.time())
+        demo.clock.run(args.speed)
+        stop = threading.Event()
+        threads = _start_agents(demo, stop)
+        demo.collector.start_jobs(apply_every_seconds=0.5, check_every_seconds=0.5)
+    except BaseException:
+        server.should_exit = True
+        raise
+    return Running(server, stop, threads)
+
+
+def finish(demo: Demo, live: Running) -> None:
+    """Stop the agents, ship what they hold, apply and evaluate everything received."""
+    live.stop.set()
+    for thread in live.threads:
+        thread.join(timeout=5)
+    for agent in demo.agents:
+        agent.shipper.close()
+    demo.collector.core.applier.tick(flush=True)
+    demo.collector.core.recommender.evaluate(demo.clock())
+
+
+def close(demo: Demo, live: Running) -> None:
+    live.stop.set()
+    live.server.should_exit = True
+    demo.collector.stop()
 
 
 def _start_agents(demo: Demo, stop: threading.Event) -> list[threading.Thread]:
