@@ -85,19 +85,20 @@ class PeriodicJobs:
                 log.exception("scheduled job %s failed", job.name)
             ended = self._monotonic()
             next_at += job.interval_seconds
-            if ended > next_at:  # overran: the next run starts now, the lost ones are gone
-                self._overran(job, ended - started, ended)
+            if ended > next_at:  # late: the next run starts now, the lost ones are gone
                 next_at = ended
+                if ended - started > job.interval_seconds:  # not just woken up late
+                    self._overran(job, ended - started, ended)
 
     def _overran(self, job: Job, took_seconds: float, now: float) -> None:
         job.overruns += 1
         if now - job._warned_at >= WARN_EVERY_SECONDS:
             job._warned_at = now
             log.warning(
-                "job %s took %.2f s, longer than its %.2f s interval: it runs back to back "
+                "job %s took %.0f ms, longer than its %.0f ms interval: it runs back to back "
                 "until it keeps up (%d overruns so far); what it feeds lags meanwhile",
                 job.name,
-                took_seconds,
-                job.interval_seconds,
+                took_seconds * 1e3,
+                job.interval_seconds * 1e3,
                 job.overruns,
             )
