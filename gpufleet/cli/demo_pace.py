@@ -18,7 +18,7 @@ import collections
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
 from agent.model import GpuSample
@@ -30,7 +30,7 @@ log = logging.getLogger("gpufleet.demo")
 #: whose batches the collector refuses must not stop the demo); it rejoins once caught up
 PATIENCE_SECONDS = 10.0
 #: how often (wall seconds) a step waiting for deliveries looks again
-POLL_SECONDS = 0.005
+POLL_SECONDS = 0.01
 #: wall seconds over which ``speed_now`` is measured
 SPEED_WINDOW_SECONDS = 10.0
 
@@ -166,21 +166,22 @@ class Pacer:
 
     def _wait_for_agents(self, sim_time: float, stop: threading.Event) -> None:
         """Until every agent's samples taken before ``sim_time - lead_seconds`` are
-        acknowledged; an agent still behind after ``PATIENCE_SECONDS`` is excused."""
+        acknowledged; an agent still behind after ``PATIENCE_SECONDS`` is excused. Only
+        the agents found behind are looked at again (an agent caught up stays so)."""
         due = sim_time - self.lead_seconds
         started = self._monotonic()
-        while not stop.is_set():
-            behind = self._behind(due)
-            if not behind:
-                return
+        behind = self._behind(due, range(len(self._backlogs)))
+        while behind and not stop.is_set():
             if self._monotonic() - started >= PATIENCE_SECONDS:
                 self._excuse(behind, sim_time)
                 return
             stop.wait(POLL_SECONDS)
+            behind = self._behind(due, behind)
 
-    def _behind(self, due: float) -> list[int]:
+    def _behind(self, due: float, candidates: Iterable[int]) -> list[int]:
         behind = []
-        for i, backlog in enumerate(self._backlogs):
+        for i in candidates:
+            backlog = self._backlogs[i]
             oldest = backlog.oldest_unacked()
             late = oldest is not None and oldest <= due
             if not late and i in self._excused:
