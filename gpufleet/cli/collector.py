@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import uvicorn
-from apscheduler.schedulers.background import BackgroundScheduler
 from starlette.applications import Starlette
 
 from collector.accounting.rates import Rates
@@ -31,6 +30,7 @@ from collector.reports import LiveRates
 from collector.service import CollectorCore
 from collector.web import ConsoleSources, SeriesBuffer, console_routes
 from gpufleet.cli.alerting import Alerting, build_alerting
+from gpufleet.cli.schedule import PeriodicJobs
 from gpufleet.settings import load_settings
 
 if TYPE_CHECKING:
@@ -68,7 +68,8 @@ class Collector:
     #: ingest, live fleet, applier, recommender, observers and the backend the app sees
     core: CollectorCore
     app: Starlette
-    scheduler: BackgroundScheduler
+    #: apply, evaluate, alerting, retention: each on its own thread (schedule.py)
+    scheduler: PeriodicJobs
     #: the optional InfluxDB sink (settings.influx); its counters on /metrics
     influx: InfluxSink | None = None
     #: chat notifications and auto-release (settings.notifications, settings.actions)
@@ -80,8 +81,8 @@ class Collector:
         apply_every_seconds: float | None = None,
         check_every_seconds: float = CHECK_EVERY_SECONDS,
     ) -> None:
-        """APScheduler drives applying (every ``ingest.apply_interval_seconds`` unless
-        given), recommendation evaluation, alerting and retention."""
+        """Start applying (every ``ingest.apply_interval_seconds`` unless given),
+        recommendation evaluation, alerting and retention, each on its own schedule."""
         apply_every = apply_every_seconds or self.settings.ingest.apply_interval_seconds
         jobs: list[tuple[Callable[[], object], float, str]] = [
             (self.core.applier.tick, apply_every, "apply"),
@@ -91,14 +92,7 @@ class Collector:
         if self.alerting is not None:
             jobs.append((self.alert, check_every_seconds, "alerting"))
         for func, seconds, name in jobs:
-            self.scheduler.add_job(
-                _logged(func, name),
-                "interval",
-                seconds=seconds,
-                id=name,
-                max_instances=1,
-                coalesce=True,
-            )
+            self.scheduler.add(name, func, seconds)
         self.scheduler.start()
 
     def alert(self) -> None:
@@ -120,16 +114,6 @@ class Collector:
         if self.influx is not None:  # drains what it can before the ledger closes
             self.influx.close()
         self.ledger.close()
-
-
-def _logged(func: Callable[[], object], name: str) -> Callable[[], None]:
-    def job() -> None:
-        try:
-            func()
-        except Exception:  # a failing job must not stop the scheduler
-            log.exception("scheduled job %s failed", name)
-
-    return job
 
 
 def build_collector(
@@ -181,7 +165,7 @@ def build_collector(
     )
     if influx is not None:
         influx.start()
-    scheduler = BackgroundScheduler()
+    scheduler = PeriodicJobs()
     return Collector(settings, ledger, core, app, scheduler, influx, alerting, clock)
 
 

@@ -2,8 +2,9 @@
 
 The simulated agents are the real agent code (sampler, shipper with its spool, exporter)
 reading simulated GPUs, and they speak real HTTP to the real collector. Simulated time
-runs ``--speed`` times faster than wall time; before that, ``--history`` simulated hours
-are pushed through as fast as they go, so there is something to see from the start.
+runs up to ``--speed`` times faster than wall time, slower when the machine cannot carry
+the fleet at that speed (demo_pace.py); before that, ``--history`` simulated hours are
+pushed through as fast as they go, so there is something to see from the start.
 """
 
 from __future__ import annotations
@@ -17,8 +18,11 @@ import tempfile
 import threading
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import uvicorn
 
 from agent.config import ShipperSettings
 from agent.metrics.exporter import AgentExporter, XidTally, serve_metrics
@@ -30,7 +34,8 @@ from agent.stats import AgentStats
 from collector.config import CollectorSettings, LedgerSettings
 from collector.influx.settings import InfluxSettings
 from gpufleet.cli.collector import build_collector, serve, tune_gc
-from gpufleet.cli.demo_fleet import Demo, DemoAgent, SimClock
+from gpufleet.cli.demo_fleet import Demo, DemoAgent
+from gpufleet.cli.demo_pace import Pacer, SimClock
 from gpufleet.cli.demo_view import print_summary, run_live
 from gpufleet.settings import ConfigError, load_settings
 
@@ -40,7 +45,12 @@ INFLUX_FLAGS = ("url", "org", "bucket", "database")
 def add_parser(commands: Any) -> None:
     p = commands.add_parser("demo", help="collector + simulated fleet", description=__doc__)
     p.add_argument("--config", type=Path, help="collector settings YAML (notifications ...)")
-    p.add_argument("--speed", type=float, default=60.0, help="simulated seconds per second")
+    p.add_argument(
+        "--speed",
+        type=float,
+        default=60.0,
+        help="simulated seconds per second, at most (slower when the machine cannot keep up)",
+    )
     p.add_argument("--port", type=int, default=8080, help="collector port (agents: port+1..)")
     p.add_argument("--duration", type=float, help="wall seconds to run, then print and exit")
     p.add_argument("--history", type=float, default=1.0, help="simulated hours to pre-run")
@@ -75,6 +85,22 @@ def batch_interval(args: argparse.Namespace) -> float:
     return min(1.0, max(0.2, 30.0 / speed))
 
 
+def lead_seconds(args: argparse.Namespace) -> float:
+    """Simulated seconds an agent's samples may take to be acknowledged before simulated
+    time waits for them: two batch intervals (or two steps), what a sample takes at
+    ``--speed`` on a machine that keeps up."""
+    speed: float = args.speed
+    step: float = args.step
+    return 2.0 * max(step, batch_interval(args) * speed)
+
+
+def stale_after_seconds(args: argparse.Namespace) -> float:
+    """A GPU turns unknown past the pacer's lead plus two steps (the newest sample of an
+    agent within the lead is up to a step older than it), and never within a minute."""
+    step: float = args.step
+    return max(60.0, lead_seconds(args) + 2.0 * step)
+
+
 def build_demo(args: argparse.Namespace, workdir: Path) -> Demo:
     if args.speed <= 0 or args.step <= 0:
         raise ConfigError("demo: --speed and --step must be > 0")
@@ -93,12 +119,8 @@ def build_demo(args: argparse.Namespace, workdir: Path) -> Demo:
         server=dataclasses.replace(base.server, port=args.port, tokens=[token]),
         ledger=LedgerSettings(url=str(args.db or workdir / "gpufleet-demo.db")),
         influx=influx_settings(args, os.environ),
-        # a sample reaches the collector up to one batch interval of *simulated* time late;
-        # a GPU turns unknown only when it is three of those (or three steps) behind
-        analysis=dataclasses.replace(
-            base.analysis,
-            stale_after_seconds=max(60.0, 3 * args.step, 3 * batch_interval(args) * args.speed),
-        ),
+        # the pacer keeps every agent within the lead, so only a real gap turns a GPU unknown
+        analysis=dataclasses.replace(base.analysis, stale_after_seconds=stale_after_seconds(args)),
     )
     tune_gc()  # as `gpufleet collector` does
     collector = build_collector(settings, clock, tokens=frozenset([token]))
@@ -106,7 +128,8 @@ def build_demo(args: argparse.Namespace, workdir: Path) -> Demo:
     agents = [
         _agent(node, i, args, clock, url, token, workdir) for i, node in enumerate(fleet.nodes)
     ]
-    return Demo(clock, fleet, collector, agents, token, url)
+    pacer = Pacer(clock, agents, args.step, args.speed, lead_seconds(args))
+    return Demo(clock, fleet, collector, agents, token, url, pacer)
 
 
 def demo_fleet(args: argparse.Namespace, start: float) -> SimulatedFleet:
@@ -155,7 +178,7 @@ def _agent(
     registry.register(AgentExporter(node.name, sampler.snapshot, stats, True, xid_tally=tally))
     port = args.port + 1 + i
     serve_metrics(registry, "127.0.0.1", port)
-    return DemoAgent(sampler, shipper, stats, f"http://127.0.0.1:{port}/metrics")
+    return DemoAgent(sampler, shipper, stats, f"http://127.0.0.1:{port}/metrics", node.name)
 
 
 def prerun(demo: Demo, step: float, until: float) -> None:
@@ -180,37 +203,67 @@ def _ship_and_apply(demo: Demo) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    for noisy in ("httpx", "apscheduler", "collector.http.app", "agent.shipper"):
+    for noisy in ("httpx", "collector.http.app", "agent.shipper"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     with tempfile.TemporaryDirectory(prefix="gpufleet-demo-") as tmp:
         demo = build_demo(args, Path(tmp))
-        server = serve(demo.collector)
+        live = start(demo, args)
         try:
-            prerun(demo, args.step, time.time())
-            demo.clock.run(args.speed)
-            stop = threading.Event()
-            threads = _start_agents(demo, stop)
-            demo.collector.start_jobs(apply_every_seconds=0.5, check_every_seconds=0.5)
-            run_live(demo, args, stop)
-            stop.set()
-            for thread in threads:
-                thread.join(timeout=5)
-            for agent in demo.agents:
-                agent.shipper.close()
-            demo.collector.core.applier.tick(flush=True)
-            demo.collector.core.recommender.evaluate(demo.clock())
+            run_live(demo, args, live.stop)
+            finish(demo, live)
             print_summary(demo, final=True)
         finally:
-            server.should_exit = True
-            demo.collector.stop()
+            close(demo, live)
     return 0
 
 
-def _start_agents(demo: Demo, stop: threading.Event) -> list[threading.Thread]:
-    threads = []
+@dataclass
+class Running:
+    """A started demo: its HTTP server, the agents' threads and what stops them."""
+
+    server: uvicorn.Server
+    stop: threading.Event
+    threads: list[threading.Thread]
+
+
+def start(demo: Demo, args: argparse.Namespace) -> Running:
+    """Serve, pre-run the history, then run the fleet live at ``--speed`` at most."""
+    server = serve(demo.collector)
+    try:
+        prerun(demo, args.step, time.time())
+        stop = threading.Event()
+        threads = _start_agents(demo, stop)
+        # applying keeps up with the reorder window (30 simulated s); evaluation is due every
+        # simulated minute, and at 1,000 GPUs one takes ~0.6 s
+        demo.collector.start_jobs(apply_every_seconds=0.5, check_every_seconds=1.0)
+    except BaseException:
+        server.should_exit = True
+        raise
+    return Running(server, stop, threads)
+
+
+def finish(demo: Demo, live: Running) -> None:
+    """Stop the agents, ship what they hold, apply and evaluate everything received."""
+    live.stop.set()
+    for thread in live.threads:
+        thread.join(timeout=5)
     for agent in demo.agents:
-        for target in (agent.sampler.run, agent.shipper.run):
-            thread = threading.Thread(target=target, args=(stop,), daemon=True)
-            thread.start()
-            threads.append(thread)
+        agent.shipper.close()
+    demo.collector.core.applier.tick(flush=True)
+    demo.collector.core.recommender.evaluate(demo.clock())
+
+
+def close(demo: Demo, live: Running) -> None:
+    live.stop.set()
+    live.server.should_exit = True
+    demo.collector.stop()
+
+
+def _start_agents(demo: Demo, stop: threading.Event) -> list[threading.Thread]:
+    """The pacer's thread (it has every agent read at each step) and a shipper thread per
+    agent."""
+    targets = [demo.pacer.run, *(agent.shipper.run for agent in demo.agents)]
+    threads = [threading.Thread(target=t, args=(stop,), daemon=True) for t in targets]
+    for thread in threads:
+        thread.start()
     return threads

@@ -28,6 +28,9 @@ class Summary:
     carbon_kg: float
     currency: str
     recommendations: list[Recommendation]
+    #: simulated seconds per wall second lately (None before the live run), and asked
+    speed_now: float | None = None
+    speed_asked: float = 0.0
 
 
 def summarise(demo: Demo) -> Summary:
@@ -57,6 +60,8 @@ def summarise(demo: Demo) -> Summary:
         carbon_kg=sum(e.carbon_grams for e in totals.energy) / 1000.0,
         currency=totals.currency,
         recommendations=service.recommendations(OPEN_STATUSES),
+        speed_now=demo.pacer.speed_now(),
+        speed_asked=demo.pacer.speed,
     )
 
 
@@ -65,7 +70,8 @@ def render(demo: Demo, summary: Summary, final: bool = False) -> Group:
     util = "n/a" if summary.utilisation is None else f"{summary.utilisation:.0%}"
     head = Table.grid(padding=(0, 2))
     head.add_row(
-        "simulated time", time.strftime("%Y-%m-%d %H:%M", time.gmtime(summary.sim_time)) + " UTC"
+        "simulated time",
+        time.strftime("%Y-%m-%d %H:%M", time.gmtime(summary.sim_time)) + " UTC" + _pace(summary),
     )
     head.add_row(
         "GPUs", f"{summary.gpus}: " + ", ".join(f"{n} {s}" for s, n in summary.by_state.items())
@@ -92,6 +98,16 @@ def render(demo: Demo, summary: Summary, final: bool = False) -> Group:
             f"{s.carbon_kg_per_month:,.0f}",
         )
     return Group(head, recs)
+
+
+def _pace(summary: Summary) -> str:
+    """How fast simulated time runs; below what was asked when the machine cannot carry it."""
+    if summary.speed_now is None:
+        return ""
+    text = f", running at {summary.speed_now:.0f}x"
+    if summary.speed_now < 0.9 * summary.speed_asked:
+        text += f" (asked {summary.speed_asked:.0f}x: the agents' deliveries set the pace)"
+    return text
 
 
 def print_urls(demo: Demo) -> None:

@@ -1,5 +1,5 @@
 """``ingest.apply_interval_seconds``: the collector's apply job runs that often, and really
-applies ready samples to the ledger on its own (APScheduler, no test-driven tick)."""
+applies ready samples to the ledger on its own (its own schedule, no test-driven tick)."""
 
 from __future__ import annotations
 
@@ -50,9 +50,7 @@ def test_the_apply_job_runs_at_the_interval_and_applies_ready_samples(tmp_path: 
                       sent_at=T0 + 10, gpus=(INFO,), samples=samples)  # fmt: skip
         collector.core.service.submit(msgspec.json.encode(batch), None, T0 + 10).result(10)
         collector.start_jobs()
-        jobs = {
-            job.id: job.trigger.interval.total_seconds() for job in collector.scheduler.get_jobs()
-        }
+        jobs = collector.scheduler.intervals()
         assert jobs["apply"] == 0.2 and jobs["evaluate"] == CHECK_EVERY_SECONDS
         clock[0] = T0 + 100  # the window (30 s) has passed on the collector's clock
         deadline = time.monotonic() + 20

@@ -1,0 +1,103 @@
+"""``gpufleet demo`` on a machine that cannot keep up: the fleet view stays true.
+
+Simulated time runs ``--speed`` times faster than wall time, so a wall-time stall anywhere
+between an agent's read and the collector's buffer (a starved CPU, a long GC pause, a slow
+ledger) ages every sample ``--speed`` times as fast. Here the collector's ingest thread is
+held for a few seconds once, through the ledger-observer hook as a slow sink would hold
+it, and the live fleet is read throughout: every GPU must keep the state the simulator
+says it had when its newest sample was taken, never turn "unknown" because the demo's own
+clock ran ahead of its own agents.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from agent.sources.simulated.source import SimulatedFleet
+from collector.ledger.observers import StoredBatch
+from collector.ledger.records import LedgerWrite
+from collector.records import GpuState, GpuView
+from gpufleet.cli import demo as demo_command
+from tests.e2e.test_demo_command import free_port_block
+
+pytestmark = pytest.mark.slow
+
+NODES = 2
+STALL_SECONDS = 3.0  # two stale thresholds of wall time at --speed 60
+
+
+class IngestStall:
+    """A ledger observer that holds the ingest thread once, after ``after`` groups."""
+
+    def __init__(self, seconds: float, after: int) -> None:
+        self.seconds = seconds
+        self.after = after
+        self.groups = 0
+        self.stalled = threading.Event()
+
+    def batches_stored(self, stored: Sequence[StoredBatch]) -> None:
+        self.groups += 1
+        if self.groups == self.after:
+            self.stalled.set()
+            time.sleep(self.seconds)
+
+    def write_committed(self, write: LedgerWrite) -> None:
+        pass
+
+
+def demo_args(port: int) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    demo_command.add_parser(parser.add_subparsers())
+    flags = ["demo", "--nodes", str(NODES), "--history", "0.05", "--port", str(port), "--plain"]
+    return parser.parse_args(flags)
+
+
+def true_state(fleet: SimulatedFleet, view: GpuView) -> GpuState:
+    """What the simulator says the GPU was doing when its newest sample was taken."""
+    assert view.last_seen is not None
+    sm, dram = fleet.true_activity(view.uuid, view.last_seen)
+    if max(sm, dram) >= 0.01:
+        return GpuState.ACTIVE
+    held = fleet.holder(view.uuid, view.last_seen) is not None
+    return GpuState.ALLOCATED_IDLE if held else GpuState.UNALLOCATED
+
+
+def test_a_stalled_ingest_slows_simulated_time_instead_of_turning_the_fleet_unknown(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    args = demo_args(free_port_block(1 + NODES))
+    demo = demo_command.build_demo(args, tmp_path)
+    stall = IngestStall(STALL_SECONDS, after=20)  # the pre-run's groups, then some live ones
+    demo.collector.core.observers.attach(stall)
+    caplog.set_level(logging.WARNING)
+    live = demo_command.start(demo, args)
+    wrong: list[str] = []
+    try:
+        assert stall.stalled.wait(30), "the ingest thread was never held"
+        deadline = time.monotonic() + 2 * STALL_SECONDS
+        reads = 0
+        while time.monotonic() < deadline:
+            now = demo.clock()
+            for view in demo.collector.core.service.fleet(now):
+                expected = true_state(demo.fleet, view) if view.last_seen else None
+                if view.state is not expected:
+                    age = (
+                        "never seen" if view.last_seen is None else f"{now - view.last_seen:.0f} s"
+                    )
+                    wrong.append(f"{view.uuid} {view.state.value} != {expected} ({age})")
+            reads += 1
+            time.sleep(0.1)
+        demo_command.finish(demo, live)
+    finally:
+        demo_command.close(demo, live)
+    assert reads > 20
+    assert wrong == [], f"{len(wrong)} wrong views, first: {wrong[:5]}"
+    skipped = [r.getMessage() for r in caplog.records if "skipped" in r.getMessage()]
+    assert skipped == []
