@@ -82,6 +82,8 @@ def test_a_job_slower_than_its_interval_runs_back_to_back_and_is_never_skipped(
             with lock:
                 clock[0] = T0 + sent + 60  # past the reorder window: all of it is ready
             time.sleep(0.1)
+        with lock:  # the node falls silent: its last readings wait one reorder window
+            clock[0] += settings.ingest.reorder_window_seconds
         deadline = time.monotonic() + 10
         while collector.core.fleet.buffered_samples() and time.monotonic() < deadline:
             time.sleep(0.05)
