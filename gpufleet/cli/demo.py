@@ -17,7 +17,7 @@ import secrets
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ from agent.metrics.exporter import AgentExporter, XidTally, serve_metrics
 from agent.sampler import Sampler
 from agent.shipper import Shipper
 from agent.sources.simulated.mig import EXAMPLE_LAYOUTS
+from agent.sources.simulated.skew import SkewedClock, SkewedNode
 from agent.sources.simulated.source import SimulatedFleet, SimulatedNode, build_fleet
 from agent.stats import AgentStats
 from collector.config import CollectorSettings, LedgerSettings
@@ -39,6 +40,8 @@ from gpufleet.cli.demo_pace import Pacer, SimClock
 from gpufleet.cli.demo_view import print_summary, run_live
 from gpufleet.settings import ConfigError, load_settings
 
+#: the node ``--skew`` adds, its clock that many seconds off
+SKEWED_NODE = "gpu-node-skewed"
 INFLUX_FLAGS = ("url", "org", "bucket", "database")
 
 
@@ -62,6 +65,12 @@ def add_parser(commands: Any) -> None:
     p.add_argument("--plain", action="store_true", help="no live screen, just the summary")
     p.add_argument(
         "--mig", action="store_true", help="add a node of two H100s split into MIG slices"
+    )
+    p.add_argument(
+        "--skew",
+        type=float,
+        metavar="SECONDS",
+        help="add a node whose clock is SECONDS off the collector's (negative: behind)",
     )
     p.add_argument(
         "--clone",
@@ -133,16 +142,26 @@ def build_demo(args: argparse.Namespace, workdir: Path) -> Demo:
 
 
 def demo_fleet(args: argparse.Namespace, start: float) -> SimulatedFleet:
-    """``--nodes`` x ``--gpus-per-node``, plus the MIG node and the clone when asked."""
+    """``--nodes`` x ``--gpus-per-node``, plus the MIG node, the skewed node and the clone
+    when asked."""
     fleet = build_fleet(args.nodes, args.gpus_per_node, seed=args.seed, start_time=start)
     nodes = list(fleet.nodes)
     if getattr(args, "mig", False):
         mig = SimulatedNode.build_mig("gpu-node-mig", EXAMPLE_LAYOUTS, seed=args.seed,
                                       start_time=start)  # fmt: skip
         nodes.append(mig)
+    if getattr(args, "skew", None):
+        models = ["A100"] * args.gpus_per_node
+        nodes.append(SimulatedNode.build(SKEWED_NODE, models, seed=args.seed, start_time=start))
     if getattr(args, "clone", False):
         nodes.append(nodes[0].clone(f"{nodes[0].name}-clone"))
     return SimulatedFleet(nodes)
+
+
+def node_clock_offset(args: argparse.Namespace, node: str) -> float:
+    """How far ``node``'s clock is off the collector's (``--skew`` for the skewed node)."""
+    skew: float | None = getattr(args, "skew", None)
+    return (skew or 0.0) if node == SKEWED_NODE else 0.0
 
 
 def influx_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> InfluxSettings:
@@ -162,16 +181,19 @@ def _agent(
     workdir: Path,
 ) -> DemoAgent:
     stats = AgentStats()
+    offset = node_clock_offset(args, node.name)
+    agent_clock: Callable[[], float] = SkewedClock(clock, offset) if offset else clock
+    source = SkewedNode(node, offset) if offset else node
     shipper_settings = ShipperSettings(
         url=url,
         token=token,
         spool_dir=workdir / "spool" / node.name,
         batch_interval_seconds=batch_interval(args),
     )
-    shipper = Shipper(shipper_settings, node.name, stats, clock=clock)
+    shipper = Shipper(shipper_settings, node.name, stats, clock=agent_clock)
     tally = XidTally()
     interval = args.step / args.speed
-    sampler = Sampler(node, stats, interval, sink=shipper, clock=clock, observers=[tally])
+    sampler = Sampler(source, stats, interval, sink=shipper, clock=agent_clock, observers=[tally])
     from prometheus_client import CollectorRegistry
 
     registry = CollectorRegistry(auto_describe=True)

@@ -25,7 +25,7 @@ from collector.ledger.observers import StoredBatch
 from collector.ledger.records import LedgerWrite
 from collector.records import GpuState, GpuView
 from gpufleet.cli import demo as demo_command
-from tests.e2e.test_demo_command import free_port_block
+from tests.ports import free_port_block
 
 pytestmark = pytest.mark.slow
 
@@ -101,3 +101,37 @@ def test_a_stalled_ingest_slows_simulated_time_instead_of_turning_the_fleet_unkn
     assert wrong == [], f"{len(wrong)} wrong views, first: {wrong[:5]}"
     skipped = [r.getMessage() for r in caplog.records if "skipped" in r.getMessage()]
     assert skipped == []
+
+
+@pytest.mark.parametrize("skew_seconds", [-120.0, 400.0])
+def test_a_skewed_node_in_the_demo_is_measured_and_judged_on_its_own_clock(
+    tmp_path: Path, skew_seconds: float
+) -> None:
+    """``--skew``: a node whose agent's clock is off the collector's. The collector measures
+    the offset, places the node's samples on its own timeline (every view of it matches
+    the simulator at the true time, none "unknown"), and refuses none of its batches."""
+    args = demo_args(free_port_block(2 + NODES))
+    args.skew = skew_seconds
+    demo = demo_command.build_demo(args, tmp_path)
+    live = demo_command.start(demo, args)
+    try:
+        deadline = time.monotonic() + 8
+        while time.monotonic() < deadline:
+            time.sleep(0.2)
+        now = demo.clock()
+        views = [
+            v for v in demo.collector.core.service.fleet(now) if v.node == demo_command.SKEWED_NODE
+        ]
+        offset = demo.collector.core.fleet.clocks.offset(demo_command.SKEWED_NODE)
+        refused = demo.collector.core.service.stats.snapshot()
+        demo_command.finish(demo, live)
+    finally:
+        demo_command.close(demo, live)
+    assert len(views) == 8
+    assert offset == pytest.approx(skew_seconds, abs=2.0)
+    # the view's times are on the collector's clock: the simulator's truth at that time
+    wrong = [v.uuid for v in views if v.state is not true_state(demo.fleet, v)]
+    assert wrong == []
+    assert all(v.state is not GpuState.UNKNOWN for v in views)
+    assert sum(refused.batches_rejected.values()) == 0, refused.batches_rejected
+    assert refused.late_samples == 0

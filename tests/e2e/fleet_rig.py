@@ -15,15 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
-import msgspec
 import uvicorn
 
 from agent.config import ShipperSettings
-from agent.model import GpuInfo, GpuSample
 from agent.sampler import Sampler
 from agent.shipper import Shipper
 from agent.sources.simulated.hardware import gpu_model
 from agent.sources.simulated.plan import build_gpus, make_workload
+from agent.sources.simulated.skew import SkewedClock, SkewedNode
 from agent.sources.simulated.source import (
     DEFAULT_START_TIME,
     ActivityKind,
@@ -74,37 +73,6 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-class SkewedClock:
-    """A node's wall clock: the simulated one, ``offset_seconds`` ahead (negative: behind)."""
-
-    def __init__(self, clock: SimClock, offset_seconds: float) -> None:
-        self.clock, self.offset_seconds = clock, offset_seconds
-
-    def __call__(self) -> float:
-        return self.clock() + self.offset_seconds
-
-
-class SkewedNode:
-    """A simulated node read by an agent whose clock is ``offset_seconds`` off: the GPUs do
-    what they truly do at the true time, and the samples carry the node's clock."""
-
-    def __init__(self, node: SimulatedNode, offset_seconds: float) -> None:
-        self.node, self.offset_seconds = node, offset_seconds
-
-    def discover(self) -> list[GpuInfo]:
-        return self.node.discover()
-
-    def read(self, now: float) -> list[GpuSample]:
-        true_now = now - self.offset_seconds
-        return [
-            msgspec.structs.replace(s, timestamp=s.timestamp + self.offset_seconds)
-            for s in self.node.read(true_now)
-        ]
-
-    def close(self) -> None:
-        self.node.close()
 
 
 class Outage(httpx.BaseTransport):
