@@ -28,20 +28,17 @@ from agent.config import ShipperSettings
 from agent.metrics.exporter import AgentExporter, XidTally, serve_metrics
 from agent.sampler import Sampler
 from agent.shipper import Shipper
-from agent.sources.simulated.mig import EXAMPLE_LAYOUTS
 from agent.sources.simulated.skew import SkewedClock, SkewedNode
-from agent.sources.simulated.source import SimulatedFleet, SimulatedNode, build_fleet
 from agent.stats import AgentStats
 from collector.config import CollectorSettings, LedgerSettings
 from collector.influx.settings import InfluxSettings
 from gpufleet.cli.collector import build_collector, serve, tune_gc
-from gpufleet.cli.demo_fleet import Demo, DemoAgent
+from gpufleet.cli.demo_fleet import Demo, DemoAgent, Outage
+from gpufleet.cli.demo_nodes import demo_fleet, node_clock_offset, outage_of
 from gpufleet.cli.demo_pace import Pacer, SimClock
 from gpufleet.cli.demo_view import print_summary, run_live
 from gpufleet.settings import ConfigError, load_settings
 
-#: the node ``--skew`` adds, its clock that many seconds off
-SKEWED_NODE = "gpu-node-skewed"
 INFLUX_FLAGS = ("url", "org", "bucket", "database")
 
 
@@ -71,6 +68,13 @@ def add_parser(commands: Any) -> None:
         type=float,
         metavar="SECONDS",
         help="add a node whose clock is SECONDS off the collector's (negative: behind)",
+    )
+    p.add_argument(
+        "--outage",
+        type=float,
+        metavar="MINUTES",
+        help="add a node cut off from the collector for MINUTES of simulated time, 5 "
+        "simulated minutes into the live run; its spool holds its batches and drains after",
     )
     p.add_argument(
         "--clone",
@@ -135,33 +139,11 @@ def build_demo(args: argparse.Namespace, workdir: Path) -> Demo:
     collector = build_collector(settings, clock, tokens=frozenset([token]))
     url = f"http://127.0.0.1:{args.port}"
     agents = [
-        _agent(node, i, args, clock, url, token, workdir) for i, node in enumerate(fleet.nodes)
+        _agent(node, i, args, clock, url, token, workdir, outage_of(args, node.name, now, clock))
+        for i, node in enumerate(fleet.nodes)
     ]
     pacer = Pacer(clock, agents, args.step, args.speed, lead_seconds(args))
     return Demo(clock, fleet, collector, agents, token, url, pacer)
-
-
-def demo_fleet(args: argparse.Namespace, start: float) -> SimulatedFleet:
-    """``--nodes`` x ``--gpus-per-node``, plus the MIG node, the skewed node and the clone
-    when asked."""
-    fleet = build_fleet(args.nodes, args.gpus_per_node, seed=args.seed, start_time=start)
-    nodes = list(fleet.nodes)
-    if getattr(args, "mig", False):
-        mig = SimulatedNode.build_mig("gpu-node-mig", EXAMPLE_LAYOUTS, seed=args.seed,
-                                      start_time=start)  # fmt: skip
-        nodes.append(mig)
-    if getattr(args, "skew", None):
-        models = ["A100"] * args.gpus_per_node
-        nodes.append(SimulatedNode.build(SKEWED_NODE, models, seed=args.seed, start_time=start))
-    if getattr(args, "clone", False):
-        nodes.append(nodes[0].clone(f"{nodes[0].name}-clone"))
-    return SimulatedFleet(nodes)
-
-
-def node_clock_offset(args: argparse.Namespace, node: str) -> float:
-    """How far ``node``'s clock is off the collector's (``--skew`` for the skewed node)."""
-    skew: float | None = getattr(args, "skew", None)
-    return (skew or 0.0) if node == SKEWED_NODE else 0.0
 
 
 def influx_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> InfluxSettings:
@@ -179,6 +161,7 @@ def _agent(
     url: str,
     token: str,
     workdir: Path,
+    outage: Outage | None = None,
 ) -> DemoAgent:
     stats = AgentStats()
     offset = node_clock_offset(args, node.name)
@@ -190,7 +173,7 @@ def _agent(
         spool_dir=workdir / "spool" / node.name,
         batch_interval_seconds=batch_interval(args),
     )
-    shipper = Shipper(shipper_settings, node.name, stats, clock=agent_clock)
+    shipper = Shipper(shipper_settings, node.name, stats, transport=outage, clock=agent_clock)
     tally = XidTally()
     interval = args.step / args.speed
     sampler = Sampler(source, stats, interval, sink=shipper, clock=agent_clock, observers=[tally])
@@ -200,7 +183,8 @@ def _agent(
     registry.register(AgentExporter(node.name, sampler.snapshot, stats, True, xid_tally=tally))
     port = args.port + 1 + i
     serve_metrics(registry, "127.0.0.1", port)
-    return DemoAgent(sampler, shipper, stats, f"http://127.0.0.1:{port}/metrics", node.name)
+    metrics_url = f"http://127.0.0.1:{port}/metrics"
+    return DemoAgent(sampler, shipper, stats, metrics_url, node.name, outage)
 
 
 def prerun(demo: Demo, step: float, until: float) -> None:

@@ -64,6 +64,10 @@ class PacedAgent(Protocol):
     def sampler(self) -> Reader: ...
     @property
     def stats(self) -> AgentStats: ...
+    def offline(self) -> bool:
+        """Whether the agent cannot reach the collector now (a simulated outage): it is
+        not waited for meanwhile; its spool holds what it takes."""
+        ...
 
 
 class Backlog:
@@ -182,6 +186,8 @@ class Pacer:
         behind = []
         for i in candidates:
             backlog = self._backlogs[i]
+            if backlog.agent.offline():
+                continue
             oldest = backlog.oldest_unacked()
             late = oldest is not None and oldest <= due
             if not late and i in self._excused:

@@ -25,6 +25,7 @@ from collector.ledger.observers import StoredBatch
 from collector.ledger.records import LedgerWrite
 from collector.records import GpuState, GpuView
 from gpufleet.cli import demo as demo_command
+from gpufleet.cli import demo_nodes
 from tests.ports import free_port_block
 
 pytestmark = pytest.mark.slow
@@ -120,9 +121,9 @@ def test_a_skewed_node_in_the_demo_is_measured_and_judged_on_its_own_clock(
             time.sleep(0.2)
         now = demo.clock()
         views = [
-            v for v in demo.collector.core.service.fleet(now) if v.node == demo_command.SKEWED_NODE
+            v for v in demo.collector.core.service.fleet(now) if v.node == demo_nodes.SKEWED_NODE
         ]
-        offset = demo.collector.core.fleet.clocks.offset(demo_command.SKEWED_NODE)
+        offset = demo.collector.core.fleet.clocks.offset(demo_nodes.SKEWED_NODE)
         refused = demo.collector.core.service.stats.snapshot()
         demo_command.finish(demo, live)
     finally:
@@ -135,3 +136,37 @@ def test_a_skewed_node_in_the_demo_is_measured_and_judged_on_its_own_clock(
     assert all(v.state is not GpuState.UNKNOWN for v in views)
     assert sum(refused.batches_rejected.values()) == 0, refused.batches_rejected
     assert refused.late_samples == 0
+
+
+def test_a_node_cut_off_in_the_demo_drains_its_spool_and_loses_nothing(tmp_path: Path) -> None:
+    """``--outage``: a node whose network to the collector is down for 2 simulated
+    minutes. Simulated time goes on without waiting for it; its spool keeps what it takes
+    and drains once the network is back, and the collector applies the backlog in order:
+    every second of the node's GPUs is accounted, energy and cost true to the simulator."""
+    args = demo_args(free_port_block(2 + NODES))
+    args.outage = 2.0
+    demo = demo_command.build_demo(args, tmp_path)
+    live = demo_command.start(demo, args)
+    try:
+        (agent,) = [a for a in demo.agents if a.node == demo_nodes.OUTAGE_NODE]
+        assert agent.outage is not None
+        deadline = time.monotonic() + 30
+        while demo.clock() < agent.outage.end + 120 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        demo_command.finish(demo, live)
+        counters = demo.collector.core.service.stats.snapshot()
+        fleet, ledger = demo.fleet, demo.collector.ledger
+        start, end = fleet.nodes[0].epoch, demo.clock()
+        usage = {g.uuid: u for g, u in ledger.usage_by_gpu(start - 3600, end + 3600)}
+        node = next(n for n in fleet.nodes if n.name == demo_nodes.OUTAGE_NODE)
+        failed = agent.stats.snapshot().batches_failed_total
+    finally:
+        demo_command.close(demo, live)
+    assert demo.clock() >= agent.outage.end + 120, "simulated time waited for the outage"
+    assert failed > 0  # the outage happened: sends failed and were kept
+    assert sum(counters.batches_rejected.values()) == 0 and counters.late_samples == 0
+    for info in node.discover():
+        u = usage[info.uuid]
+        truth = fleet.true_energy_joules(info.uuid, start, end)
+        assert abs(u.energy_joules - truth) <= 0.005 * truth, info.uuid
+        assert u.unknown_seconds == 0.0, info.uuid  # the outage's seconds came back
