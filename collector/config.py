@@ -49,6 +49,10 @@ class IngestSettings:
     #: (collector clock) for older batches to fill it, as when an agent drains its spool
     #: out of order; then the gap is accounted as unknown and later fillers are too late
     backfill_wait_seconds: float = 120.0
+    #: a node clock offset smaller than this is not corrected: what a batch's delivery
+    #: delay makes of a synchronised clock (the demo, whose clock moves in --step jumps,
+    #: sets two steps)
+    clock_correction_min_seconds: float = 2.0
     #: ready samples are applied (accounted into memory, their buffers freed) this often
     #: (wall clock); shorter holds fewer samples in memory
     apply_interval_seconds: float = 15.0

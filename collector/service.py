@@ -132,7 +132,11 @@ class CollectorCore:
         """The parts, wired, and the live fleet restored from ``ledger``."""
         stats, observers = IngestStats(), Observers()
         fleet = LiveFleet(
-            fleet_rules(settings), rates.model_of, stats.count_late, rates.slice_fraction
+            fleet_rules(settings),
+            rates.model_of,
+            stats.count_late,
+            rates.slice_fraction,
+            settings.ingest.clock_correction_min_seconds,
         )
         accountant = Accountant(rates)
         queue = IngestQueue(settings, ledger, fleet, stats, observers)

@@ -48,9 +48,12 @@ AGREEING_BATCHES = 3
 
 class NodeClocks:
     """Per node, the clock offset estimated from the batches it sent. Thread-safe: ingest
-    measures, the applier and readers ask."""
+    measures, the applier and readers ask. An offset under ``min_correction_seconds`` is
+    reported (``estimates``) but not corrected: a synchronised clock whose batches all
+    take that long to arrive is not skewed."""
 
-    def __init__(self) -> None:
+    def __init__(self, min_correction_seconds: float = 0.0) -> None:
+        self.min_correction_seconds = min_correction_seconds
         self._lock = threading.Lock()
         #: node -> (arrived_at, sent_at - arrived_at) of its recent batches, oldest first
         self._measured: dict[str, list[tuple[float, float]]] = {}
@@ -77,7 +80,8 @@ class NodeClocks:
             self._candidates[node] = (value, agreeing + 1)
             steady = self._offsets.get(node, 0.0)
             if agreeing + 1 >= AGREEING_BATCHES and abs(value - steady) > STEADY_SECONDS:
-                self._offsets[node] = float(round(value))
+                corrected = abs(value) >= self.min_correction_seconds
+                self._offsets[node] = float(round(value)) if corrected else 0.0
             return self._offsets.get(node, 0.0)
 
     def offset(self, node: str) -> float:

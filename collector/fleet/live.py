@@ -37,13 +37,14 @@ class LiveFleet:
         model_of: Callable[[GpuInfo], str],
         count_late: Callable[[int], None],
         slice_fraction_of: Callable[[GpuInfo], float] | None = None,
+        clock_correction_min_seconds: float = 0.0,
     ) -> None:
         self.rules = rules
         self.lock = threading.RLock()
         self._model_of = model_of
         self._count_late = count_late
         #: each node's clock against the collector's, measured by ingest
-        self.clocks = NodeClocks()
+        self.clocks = NodeClocks(clock_correction_min_seconds)
         #: nodes whose samples came too late to apply, logged once each
         self._late_nodes: set[str] = set()
         self._gpus: dict[str, TrackedGpu] = {}

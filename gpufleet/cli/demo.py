@@ -134,6 +134,9 @@ def build_demo(args: argparse.Namespace, workdir: Path) -> Demo:
         influx=influx_settings(args, os.environ),
         # the pacer keeps every agent within the lead, so only a real gap turns a GPU unknown
         analysis=dataclasses.replace(base.analysis, stale_after_seconds=stale_after_seconds(args)),
+        # simulated time moves in --step jumps: a batch sent just before one arrives a step
+        # "late", which is no skew to correct (--skew's node is far past it)
+        ingest=dataclasses.replace(base.ingest, clock_correction_min_seconds=2.0 * args.step),
     )
     tune_gc()  # as `gpufleet collector` does
     collector = build_collector(settings, clock, tokens=frozenset([token]))

@@ -254,3 +254,27 @@ def test_a_node_gone_from_the_fleet_leaves_the_offsets_after_an_hour() -> None:
     assert set(clocks.estimates()) == {"gone", "here"}
     clocks.measure("here", C0 + 3601, C0 + 3601)
     assert set(clocks.estimates()) == {"here"}
+
+
+@pytest.mark.parametrize("rig", [0.0], indirect=True)
+def test_a_synchronised_node_whose_batches_arrive_late_is_not_corrected(rig: Rig) -> None:
+    """Every batch of a node whose clock is right arrives 1.5 s after it was sent (a slow
+    link, a busy collector): the estimate says -1.5 s, and that is delivery, not skew
+    (``ingest.clock_correction_min_seconds``, 2 s): its views keep the node's times."""
+    for _ in range(10):
+        rig.now[0] += STEP_SECONDS
+        rig.post(rig.batch([rig.now[0]]), delay_seconds=2.0)  # sent at now + 0.5
+    clocks = rig.core.fleet.clocks
+    assert clocks.estimates()["skewed"] == pytest.approx(-1.5)
+    assert clocks.offset("skewed") == 0.0
+    [view] = rig.core.service.fleet(rig.now[0])
+    assert view.last_seen == rig.now[0]
+
+
+def test_an_offset_past_the_minimum_is_corrected_and_one_under_it_is_not() -> None:
+    clocks = NodeClocks(min_correction_seconds=20.0)
+    for i in range(5):  # a demo's node: each batch arrives one 10 s step after it was sent
+        clocks.measure("demo", sent_at=C0 + 10 * i, arrived_at=C0 + 10 * i + 10)
+        clocks.measure("skewed", sent_at=C0 + 10 * i + 120, arrived_at=C0 + 10 * i)
+    assert clocks.offset("demo") == 0.0
+    assert clocks.offset("skewed") == 120.0
