@@ -183,8 +183,9 @@ def split_parent_intervals(
 def _activity(state: Sequence[tuple[str, Reading]], threshold: float) -> Activity:
     # a slice without DRAM activity in a reading is judged on SM activity alone, as a
     # device that never reports it is
-    found = {classify_activity(r, threshold, dram_unsupported=r.dram_activity is None)
-             for _, r in state}  # fmt: skip
+    found = {
+        classify_activity(r, threshold, dram_unsupported=r.dram_activity is None) for _, r in state
+    }
     for activity in (ACTIVE, UNKNOWN):
         if activity in found:
             return activity

@@ -44,7 +44,7 @@ from collector.http.auth import BearerAuth
 from collector.http.openapi import docs_page, openapi_document
 from collector.http.query import QueryError, parse_statuses, parse_window
 from collector.http.responses import ENCODER, Handler, error_response, json_response
-from collector.ingest.decode import too_large
+from collector.ingest.body import too_large
 from collector.metrics.exporter import FleetExporter
 from collector.usage_report import ledger_period
 

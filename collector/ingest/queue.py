@@ -130,9 +130,11 @@ class IngestQueue:
         index, dup = found[0]
         if dup.batches_refused == 1:  # once per (uuid, node): a clone posts every minute
             log.warning(
-                "GPU %s claimed by node %s while node %s reports it: refused", dup.uuid,
-                dup.claimed_by, dup.node,
-            )  # fmt: skip
+                "GPU %s claimed by node %s while node %s reports it: refused",
+                dup.uuid,
+                dup.claimed_by,
+                dup.node,
+            )
         more = f" (and {len(found) - 1} more of its GPUs)" if len(found) > 1 else ""
         err = IngestError(
             409,

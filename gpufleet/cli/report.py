@@ -118,10 +118,18 @@ def emit(answer: GroupReport, args: argparse.Namespace, currency: str) -> None:
     rows, total = rows_for(answer.rows), row_of(TOTAL, answer.total)
     period = answer.period
     if args.format == "json":
-        body = {"by": args.by, "period": args.period, "start": iso(period.start),
-                "end": iso(period.end), "asked_start": iso(period.asked_start),
-                "asked_end": iso(period.asked_end), "rule": PERIOD_RULE,
-                "currency": currency, "rows": rows, "total": total}  # fmt: skip
+        body = {
+            "by": args.by,
+            "period": args.period,
+            "start": iso(period.start),
+            "end": iso(period.end),
+            "asked_start": iso(period.asked_start),
+            "asked_end": iso(period.asked_end),
+            "rule": PERIOD_RULE,
+            "currency": currency,
+            "rows": rows,
+            "total": total,
+        }
         json.dump(body, sys.stdout, indent=2)
         sys.stdout.write("\n")
     elif args.format == "csv":

@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 from agent.model import SCHEMA_VERSION, Batch, GpuSample, ProcessSample, encode_batch
 from collector.backend import IngestError, RejectReason
 from collector.config import IngestSettings
+from collector.ingest.body import decompress
 from collector.ingest.decode import (
     MAX_REJECTIONS,
     decode_batch,
-    decompress,
     parse_batch,
     rejection_error,
     validate_batch,
