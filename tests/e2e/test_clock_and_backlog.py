@@ -14,10 +14,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from agent.sources.simulated.source import ActivityKind, SimJob
+from agent.sources.simulated.source import ActivityKind
 from collector.config import AnalysisSettings
 from collector.records import RecommendationKind
 from tests.e2e.fleet_rig import FleetRig, build_e2e_fleet
+from tests.e2e.truth import gpus_of, held_span, relative_error
 
 pytestmark = pytest.mark.slow
 
@@ -49,21 +50,6 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetRig]:
         running.run_until(running.start + RUN_SECONDS)
         running.finish()
         yield running
-
-
-def relative_error(measured: float, truth: float) -> float:
-    if truth == 0:
-        return 0.0 if measured == 0 else float("inf")
-    return abs(measured - truth) / truth
-
-
-def held_span(job: SimJob, start: float, end: float) -> tuple[float, float]:
-    began = start if job.start_time is None else max(job.start_time, start)
-    return began, end if job.end_time is None else min(job.end_time, end)
-
-
-def gpus_of(rig: FleetRig, job: SimJob) -> list[str]:
-    return [u for u in rig.fleet.gpu_uuids if job in rig.fleet.gpu(u).jobs]
 
 
 def test_nothing_is_refused_lost_or_late(rig: FleetRig) -> None:
@@ -138,7 +124,7 @@ def test_every_stuck_job_is_released_within_window_plus_one_evaluation(rig: Flee
         assert (
             began + WINDOW_SECONDS <= rec.opened_at <= began + WINDOW_SECONDS + EVALUATION_SECONDS
         )
-        assert sorted(rec.gpu_uuids) == sorted(gpus_of(rig, job))
+        assert sorted(rec.gpu_uuids) == sorted(gpus_of(rig.fleet, job))
 
 
 def test_no_busy_job_is_ever_released(rig: FleetRig) -> None:

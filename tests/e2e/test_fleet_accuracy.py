@@ -18,10 +18,11 @@ from datetime import UTC, datetime
 import httpx
 import pytest
 
-from agent.sources.simulated.source import ActivityKind, SimJob, SimulatedFleet
+from agent.sources.simulated.source import ActivityKind, SimulatedFleet
 from collector.config import AnalysisSettings
 from collector.records import GpuState, IdleEpisode, RecommendationKind
 from tests.e2e.fleet_rig import TOKEN, FleetRig, build_e2e_fleet
+from tests.e2e.truth import gpus_of, held_span, relative_error
 
 pytestmark = pytest.mark.slow
 
@@ -49,22 +50,6 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetRig]:
 def http(rig: FleetRig) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=rig.url, timeout=10) as client:
         yield client
-
-
-def relative_error(measured: float, truth: float) -> float:
-    if truth == 0:
-        return 0.0 if measured == 0 else float("inf")
-    return abs(measured - truth) / truth
-
-
-def held_span(job: SimJob, start: float, end: float) -> tuple[float, float]:
-    """When ``job`` held its GPUs, clipped to the run."""
-    began = start if job.start_time is None else max(job.start_time, start)
-    return began, end if job.end_time is None else min(job.end_time, end)
-
-
-def gpus_of(fleet: SimulatedFleet, job: SimJob) -> list[str]:
-    return [u for u in fleet.gpu_uuids if job in fleet.gpu(u).jobs]
 
 
 def long_idle_seconds(episodes: list[IdleEpisode], gpu_uuid: str, now: float) -> float:

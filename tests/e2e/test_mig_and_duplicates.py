@@ -20,6 +20,7 @@ from agent.sources.simulated.source import ActivityKind, SimulatedFleet, Simulat
 from collector.config import AnalysisSettings
 from collector.records import IdleEpisode, RecommendationKind
 from tests.e2e.fleet_rig import TOKEN, FleetRig
+from tests.e2e.truth import relative_error
 
 pytestmark = pytest.mark.slow
 
@@ -58,10 +59,6 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetRig]:
 def http(rig: FleetRig) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=rig.url, timeout=10) as client:
         yield client
-
-
-def relative_error(measured: float, truth: float) -> float:
-    return abs(measured - truth) / truth if truth else (0.0 if measured == 0 else float("inf"))
 
 
 def slices(fleet: SimulatedFleet) -> list[str]:
