@@ -24,6 +24,7 @@ from agent.sources.simulated.hardware import GpuModel, board_gain, board_power_w
 from agent.sources.simulated.plan import (
     CUDA_VERSION,
     DRIVER_VERSION,
+    board_info,
     deterministic_uuid,
     make_workload,
 )
@@ -155,7 +156,8 @@ def build_mig_gpus(
 ) -> list[SimulatedGpu]:
     """The parent and its slices (in that order), slices held as ``layout`` says."""
     model = gpu_model(layout.model)
-    parent_uuid = "GPU-" + deterministic_uuid(seed, node, index, "gpu")
+    parent_info = board_info(node, index, model, seed, mig_enabled=True)
+    parent_uuid = parent_info.uuid
     slices = []
     for number, slot in enumerate(layout.slots):
         info = GpuInfo(
@@ -181,18 +183,6 @@ def build_mig_gpus(
                 jobs=jobs,
             )
         )
-    parent_info = GpuInfo(
-        uuid=parent_uuid,
-        index=index,
-        name=model.name,
-        architecture=model.architecture,
-        memory_total_bytes=model.memory_total_bytes,
-        pci_bus_id=f"00000000:{(0x18 + index) % 256:02X}:00.0",
-        driver_version=DRIVER_VERSION,
-        cuda_version=CUDA_VERSION,
-        power_limit_watts=model.tdp_watts,
-        mig_enabled=True,
-    )
     parent = SimulatedMigParent(
         parent_info,
         model,

@@ -124,6 +124,24 @@ def plan_jobs(node: str, gpu_count: int, flavour: int, seed: int, epoch: float) 
     return jobs
 
 
+def board_info(
+    node: str, index: int, model: GpuModel, seed: int, mig_enabled: bool = False
+) -> GpuInfo:
+    """The identity of a node's physical GPU ``index`` of ``model``, as NVML gives it."""
+    return GpuInfo(
+        uuid="GPU-" + deterministic_uuid(seed, node, index, "gpu"),
+        index=index,
+        name=model.name,
+        architecture=model.architecture,
+        memory_total_bytes=model.memory_total_bytes,
+        pci_bus_id=f"00000000:{(0x18 + index) % 256:02X}:00.0",
+        driver_version=DRIVER_VERSION,
+        cuda_version=CUDA_VERSION,
+        power_limit_watts=model.tdp_watts,
+        mig_enabled=mig_enabled,
+    )
+
+
 def build_gpus(
     node: str,
     models: Sequence[GpuModel],
@@ -134,17 +152,7 @@ def build_gpus(
     """One SimulatedGpu per model entry (index order), each holding the jobs placed on it."""
     gpus = []
     for index, model in enumerate(models):
-        info = GpuInfo(
-            uuid="GPU-" + deterministic_uuid(seed, node, index, "gpu"),
-            index=index,
-            name=model.name,
-            architecture=model.architecture,
-            memory_total_bytes=model.memory_total_bytes,
-            pci_bus_id=f"00000000:{(0x18 + index) % 256:02X}:00.0",
-            driver_version=DRIVER_VERSION,
-            cuda_version=CUDA_VERSION,
-            power_limit_watts=model.tdp_watts,
-        )
+        info = board_info(node, index, model, seed)
         held = tuple(job for job in jobs if index in job.gpu_indexes)
         gain = board_gain(f"{seed}/{node}/{index}/gain")
         key = stable_key(seed, node, index, "noise")
