@@ -9,12 +9,12 @@ history.
 
 from __future__ import annotations
 
+import math
 import socket
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import uvicorn
 
 from agent.config import ShipperSettings
@@ -35,7 +35,7 @@ from agent.sources.simulated.workloads import make_pattern, stable_key
 from agent.stats import AgentStats
 from collector.config import AnalysisSettings, CollectorSettings, LedgerSettings, ServerSettings
 from gpufleet.cli.collector import Collector, build_collector, serve
-from gpufleet.cli.demo_fleet import SimClock
+from gpufleet.cli.demo_fleet import Outage, SimClock
 
 TOKEN = "e2e-agent-token-7f3a9c"
 #: on the extra node, stuck job A takes a free GPU at +2 h, job B replaces it at +4 h
@@ -75,28 +75,13 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-class Outage(httpx.BaseTransport):
-    """The agent's network: real HTTP, or "connection refused" while ``down``."""
-
-    def __init__(self) -> None:
-        self.down = False
-        self._real = httpx.HTTPTransport()
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        if self.down:
-            raise httpx.ConnectError("simulated outage: collector unreachable", request=request)
-        return self._real.handle_request(request)
-
-    def close(self) -> None:
-        self._real.close()
-
-
 @dataclass
 class Agent:
     sampler: Sampler
     shipper: Shipper
     stats: AgentStats
-    network: Outage = field(default_factory=Outage)
+    #: the agent's network to the collector; up until a test sets its outage window
+    network: Outage
 
 
 def build_agent(
@@ -111,7 +96,7 @@ def build_agent(
     by ``offset_seconds``: the node's clock), over a network that can go down."""
     stats = AgentStats()
     settings = ShipperSettings(url=url, token=TOKEN, spool_dir=spool_dir)
-    network = Outage()
+    network = Outage(clock, math.inf, math.inf)  # a test sets the window (simulated time)
     node_clock = SkewedClock(clock, offset_seconds) if offset_seconds else clock
     shipper = Shipper(settings, node.name, stats, transport=network, clock=node_clock)
     source = SkewedNode(node, offset_seconds) if offset_seconds else node

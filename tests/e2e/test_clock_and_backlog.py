@@ -41,12 +41,10 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetRig]:
     workdir = tmp_path_factory.mktemp("skew")
     with FleetRig(fleet, workdir, STEP_SECONDS, SHIP_EVERY_TICKS, CLOCK_OFFSETS) as running:
         network = running.agent(OUTAGE_NODE).network
-        running.run_until(running.start + OUTAGE[0])
-        network.down = True
-        running.run_until(running.start + OUTAGE[1])
+        network.start, network.end = running.start + OUTAGE[0], running.start + OUTAGE[1]
+        running.run_until(network.end)
         spooled = running.agent(OUTAGE_NODE).stats.snapshot().spool_batches
         assert spooled >= (OUTAGE[1] - OUTAGE[0]) / (STEP_SECONDS * SHIP_EVERY_TICKS) - 1
-        network.down = False
         running.run_until(running.start + RUN_SECONDS)
         running.finish()
         yield running
