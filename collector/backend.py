@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from agent.model import BatchAck
+from collector.node_binding import NodeBinding
 from collector.records import (
     DuplicateGpu,
     GpuState,
@@ -43,6 +44,8 @@ class RejectReason(enum.StrEnum):
     UNKNOWN_GPU = "unknown_gpu"
     #: a GPU uuid another node still reports (collector/fleet/claims.py)
     DUPLICATE_GPU = "duplicate_gpu"
+    #: a batch for a node its agent token is not bound to (collector/node_binding.py)
+    NODE_NOT_ALLOWED = "node_not_allowed"
 
 
 class IngestError(Exception):
@@ -186,9 +189,15 @@ class CollectorBackend(Protocol):
     must be thread-safe, and ``submit`` must not block."""
 
     def submit(
-        self, body: bytes, content_encoding: str | None, received_at: float
+        self,
+        body: bytes,
+        content_encoding: str | None,
+        received_at: float,
+        nodes: NodeBinding | None = None,
     ) -> Future[BatchAck]:
         """Check, store and acknowledge a batch as the agent POSTed it; returns at once.
+        With ``nodes`` (the posting token's binding) a batch for a node it does not allow
+        fails with a 403 IngestError before anything of it is stored.
 
         The future has the ack once the batch is durable (the edge awaits it on its event
         loop, which reads the next requests meanwhile). ``body`` is the batch's JSON,

@@ -20,9 +20,10 @@ from gpufleet.settings import ConfigError
 class ServerSettings:
     host: str = "127.0.0.1"
     port: int = 8080
-    #: accepted agent tokens, comma separated (prefer tokens_file or the environment)
+    #: accepted tokens, comma separated (prefer tokens_file or the environment); each
+    #: ``<token> [scopes] [nodes=<glob>,...] [name=<id>]`` as in collector/http/tokens.py
     tokens: list[str] = field(default_factory=list)
-    #: a file with one token per line
+    #: a file with one token per line, with its scopes (collector/http/tokens.py)
     tokens_file: Path | None = None
     #: no auth at all (the demo on localhost); refused unless explicitly set
     allow_anonymous: bool = False
@@ -31,10 +32,30 @@ class ServerSettings:
     #: public URL of this collector, used in links (chat messages)
     public_url: str = ""
     grafana_url: str = ""
+    # -- access (collector/http/auth.py): who may do what, and what a guesser is allowed --
+    #: GET /metrics needs a token with the metrics scope (it names nodes, GPUs and pods);
+    #: off: Prometheus scrapes without one, as usual
+    metrics_require_token: bool = False
+    #: failed authentications one client address may make per second, sustained ...
+    auth_failures_per_second: float = 10.0
+    #: ... and in a burst; past them it is answered 429 with Retry-After
+    auth_failure_burst: int = 50
+    #: request line plus headers larger than this are refused (400) before any is parsed
+    max_header_bytes: int = 64 * 1024
 
     def __post_init__(self) -> None:
         if not 0 < self.port < 65536:
             raise ConfigError(f"server.port: must be 1..65535, got {self.port}")
+        if not (self.auth_failures_per_second > 0 and self.auth_failure_burst >= 1):
+            raise ConfigError(
+                "server.auth_failures_per_second and server.auth_failure_burst: must be "
+                f"> 0 and >= 1, got {self.auth_failures_per_second} and "
+                f"{self.auth_failure_burst}"
+            )
+        if self.max_header_bytes < 4096:
+            raise ConfigError(
+                f"server.max_header_bytes: must be at least 4096, got {self.max_header_bytes}"
+            )
 
 
 @dataclass(frozen=True)

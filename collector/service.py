@@ -27,6 +27,7 @@ from collector.ingest.queue import IngestQueue
 from collector.ingest.stats import IngestStats
 from collector.ledger.observers import Observers
 from collector.ledger.store import Ledger, LedgerError
+from collector.node_binding import NodeBinding
 from collector.recommend.recommender import Recommender
 from collector.records import DuplicateGpu, GpuView, Recommendation, RecommendationStatus
 from collector.usage_report import ledger_period
@@ -53,9 +54,13 @@ class CollectorService:
         self._clock = clock
 
     def submit(
-        self, body: bytes, content_encoding: str | None, received_at: float
+        self,
+        body: bytes,
+        content_encoding: str | None,
+        received_at: float,
+        nodes: NodeBinding | None = None,
     ) -> Future[BatchAck]:
-        return self.queue.submit(body, content_encoding, received_at)
+        return self.queue.submit(body, content_encoding, received_at, nodes)
 
     def record_rejection(self, reason: RejectReason, samples: int) -> None:
         self.stats.count_rejected(reason, samples)

@@ -2,9 +2,11 @@
 channels, for the services Alertmanager has no receiver for (Feishu/Lark, DingTalk, WeCom
 group robots).
 
-Point a ``webhook_configs`` receiver at it with ``http_config.authorization`` carrying one
-of the collector's tokens. Each alert becomes one event keyed by its fingerprint, status
-and start, so Alertmanager's repeats (``repeat_interval``, retries) are not sent twice.
+Point a ``webhook_configs`` receiver at it with ``http_config.authorization`` carrying a
+collector token with the ``alertmanager`` scope (collector/http/tokens.py): that token can
+do nothing else, and no other token (an agent's, a reader's) can post alerts to chat.
+Each alert becomes one event keyed by its fingerprint, status and start, so
+Alertmanager's repeats (``repeat_interval``, retries) are not sent twice.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from collector.http.auth import BearerAuth
+from collector.http.auth import Gate, Scope
 from collector.notify.messages import Event, Facts
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
@@ -91,14 +93,12 @@ def _event(alert: Alert) -> Event:
 
 
 def alertmanager_route(
-    announce: Callable[[Event, float], int], auth: BearerAuth, clock: Callable[[], float]
+    announce: Callable[[Event, float], int], gate: Gate, clock: Callable[[], float]
 ) -> Route:
     """The route to pass to ``create_app(extra_routes=...)``; ``announce`` stores an event
-    in the outbox (``Notifier.announce``)."""
+    in the outbox (``Notifier.announce``); ``gate`` checks the alertmanager scope."""
 
     async def receive(request: Request) -> Response:
-        if not auth.check(request.headers.get("authorization")):
-            return JSONResponse({"error": "unauthorized"}, status_code=401)
         body = await request.body()
         if len(body) > MAX_BODY_BYTES:
             return JSONResponse({"error": "body too large"}, status_code=413)
@@ -112,4 +112,4 @@ def alertmanager_route(
             stored += await run_in_threadpool(announce, event, now)
         return JSONResponse({"alerts": len(payload.alerts), "stored": stored})
 
-    return Route("/v1/alertmanager", receive, methods=["POST"])
+    return Route("/v1/alertmanager", gate.guard(Scope.ALERTMANAGER, receive), methods=["POST"])

@@ -4,8 +4,11 @@ Routes: ``POST /v1/batches``, ``GET /v1/fleet``, ``GET /v1/workloads``,
 ``GET /v1/recommendations``, ``POST /v1/recommendations/{rec_id}/dismiss``,
 ``GET /healthz``, ``GET /metrics``, ``GET /openapi.json``, ``GET /docs``.
 
-Every /v1 route needs ``Authorization: Bearer <token>`` unless ``server.allow_anonymous``;
-/healthz, /metrics and the docs are open, as probes and Prometheus expect. Errors are JSON
+Every /v1 route needs ``Authorization: Bearer <token>`` with the route's scope
+(collector/http/auth.py: ``agent`` to post batches, for the nodes the token is bound to;
+``read`` to read; ``admin`` to dismiss) unless ``server.allow_anonymous``; /healthz and
+the docs are open, as probes expect, and /metrics too unless
+``server.metrics_require_token`` (then the ``metrics`` scope). Errors are JSON
 ``{"error", "field", "reason"}``. Backend calls (SQLite I/O) run in worker threads; a
 batch's body goes to the backend's ingest thread (``submit``), decoded and checked there.
 Requests are logged without headers or query strings, so tokens never reach a log.
@@ -28,7 +31,8 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import BaseRoute, Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Send
+from starlette.types import Scope as AsgiScope
 
 from collector.backend import (
     CollectorBackend,
@@ -40,7 +44,7 @@ from collector.backend import (
     summarise_fleet,
 )
 from collector.config import CollectorSettings
-from collector.http.auth import BearerAuth
+from collector.http.auth import AuthExporter, Gate, Scope, Token
 from collector.http.openapi import docs_page, openapi_document
 from collector.http.query import QueryError, parse_statuses, parse_window
 from collector.http.responses import ENCODER, Handler, error_response, json_response
@@ -54,30 +58,39 @@ log = logging.getLogger(__name__)
 def create_app(
     backend: CollectorBackend,
     settings: CollectorSettings,
-    tokens: Collection[str],
+    tokens: Gate | Collection[str | Token],
     clock: Callable[[], float] = time.time,
     extra_routes: Sequence[BaseRoute] = (),
     collectors: Sequence[Collector] = (),
 ) -> Starlette:
-    """The ASGI app. ``tokens`` come from collector.http.auth.load_tokens; ``clock`` gives
-    Unix seconds (tests pass a fixed one); ``extra_routes`` add pages (the web UI);
-    ``collectors`` add their families to ``/metrics`` (the InfluxDB sink, the notifier)."""
+    """The ASGI app. ``tokens``: the process's Gate (which the console and Alertmanager
+    routes share), or tokens from collector.http.tokens.load_tokens (plain strings: bare
+    tokens, of every scope); ``clock`` gives Unix seconds (tests pass a fixed one);
+    ``extra_routes`` add pages (the web UI); ``collectors`` add their families to
+    ``/metrics`` (the InfluxDB sink, the notifier)."""
+    gate = Gate.of(tokens, settings.server)
     registry = CollectorRegistry(auto_describe=True)
     registry.register(FleetExporter(backend, clock))
+    registry.register(AuthExporter(gate))
     for extra in collectors:
         registry.register(extra)
-    api = _Api(backend, settings, BearerAuth(tokens, settings.server.allow_anonymous), clock)
-    guard = api.guard
+    api = _Api(backend, settings, gate, clock)
+    guard = gate.guard
+    metrics = _metrics_endpoint(registry)
+    if settings.server.metrics_require_token:
+        metrics = guard(Scope.METRICS, metrics)
+    batches = guard(Scope.AGENT, api.post_batch, api.unauthorized)
+    dismiss = guard(Scope.ADMIN, api.dismiss)
     openapi, docs = _document_endpoints()
     routes: list[BaseRoute] = [
-        Route("/v1/batches", guard(api.post_batch), methods=["POST"]),
-        Route("/v1/fleet", guard(api.get_fleet), methods=["GET"]),
-        Route("/v1/workloads", guard(api.get_workloads), methods=["GET"]),
-        Route("/v1/recommendations", guard(api.get_recommendations), methods=["GET"]),
+        Route("/v1/batches", batches, methods=["POST"]),
+        Route("/v1/fleet", guard(Scope.READ, api.get_fleet), methods=["GET"]),
+        Route("/v1/workloads", guard(Scope.READ, api.get_workloads), methods=["GET"]),
+        Route("/v1/recommendations", guard(Scope.READ, api.get_recommendations), methods=["GET"]),
         # :path, because an id may hold a slash ("release_idle:pod:ml/notebook-7")
-        Route("/v1/recommendations/{rec_id:path}/dismiss", guard(api.dismiss), methods=["POST"]),
+        Route("/v1/recommendations/{rec_id:path}/dismiss", dismiss, methods=["POST"]),
         Route("/healthz", api.healthz, methods=["GET"]),
-        Route("/metrics", _metrics_endpoint(registry), methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
         Route("/docs", docs, methods=["GET"]),
         *extra_routes,
@@ -96,29 +109,17 @@ class _Api:
         self,
         backend: CollectorBackend,
         settings: CollectorSettings,
-        auth: BearerAuth,
+        gate: Gate,
         clock: Callable[[], float],
     ) -> None:
         self.backend = backend
         self.settings = settings
-        self.auth = auth
+        self.gate = gate
         self.clock = clock
 
-    def guard(self, handler: Handler) -> Handler:
-        """``handler`` behind bearer auth: 401 with WWW-Authenticate without a valid token."""
-
-        async def guarded(request: Request) -> Response:
-            header = request.headers.get("authorization")
-            if self.auth.check(header):
-                return await handler(request)
-            if request.url.path == "/v1/batches":
-                await self.count_rejection(RejectReason.UNAUTHORIZED, 0)
-            challenge = 'Bearer realm="gpufleet"' + (', error="invalid_token"' if header else "")
-            response = error_response(401, "missing or invalid bearer token", None, "unauthorized")
-            response.headers["WWW-Authenticate"] = challenge
-            return response
-
-        return guarded
+    async def unauthorized(self) -> None:
+        """A batch the gate refused (401, 403 scope, 429) counts as refused, unauthorized."""
+        await self.count_rejection(RejectReason.UNAUTHORIZED, 0)
 
     async def count_rejection(self, reason: RejectReason, samples: int) -> None:
         try:
@@ -132,7 +133,10 @@ class _Api:
             # decoded, validated and stored off the event loop (CollectorService.submit); kept
             # pending as sent: a gzipped body is ~10x less for the ledger to write
             coding = request.headers.get("content-encoding")
-            ack = await asyncio.wrap_future(self.backend.submit(body, coding, self.clock()))
+            nodes = request.state.token.binding()  # the agent token's nodes (node_binding.py)
+            ack = await asyncio.wrap_future(
+                self.backend.submit(body, coding, self.clock(), nodes=nodes)
+            )
         except IngestError as err:
             await self.count_rejection(err.reason, err.samples)
             log.info("batch refused (%s %s): %s", err.status, err.reason, err.message)
@@ -226,7 +230,10 @@ def _document_endpoints() -> tuple[Handler, Handler]:
 async def _http_error(request: Request, exc: Exception) -> Response:
     status = exc.status_code if isinstance(exc, HTTPException) else 500
     detail = exc.detail if isinstance(exc, HTTPException) else "internal error"
-    return error_response(status, str(detail))
+    response = error_response(status, str(detail))
+    if isinstance(exc, HTTPException) and exc.headers:  # 405's Allow, among others
+        response.headers.update(exc.headers)
+    return response
 
 
 class AccessLog:
@@ -238,7 +245,7 @@ class AccessLog:
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def __call__(self, scope: AsgiScope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return

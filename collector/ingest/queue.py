@@ -26,6 +26,7 @@ from collector.ingest.group_commit import GroupCommit
 from collector.ingest.stats import IngestStats
 from collector.ledger.observers import Observers, StoredBatch
 from collector.ledger.store import BatchRecord, Ledger
+from collector.node_binding import NodeBinding
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +44,8 @@ class Incoming(NamedTuple):
     content_encoding: str | None
     received_at: float
     started: float
+    #: the posting token's node binding; None: any node
+    nodes: NodeBinding | None = None
 
 
 class IngestQueue:
@@ -68,14 +71,19 @@ class IngestQueue:
         )
 
     def submit(
-        self, body: bytes, content_encoding: str | None, received_at: float
+        self,
+        body: bytes,
+        content_encoding: str | None,
+        received_at: float,
+        nodes: NodeBinding | None = None,
     ) -> Future[BatchAck]:
         """A body as POSTed, checked (``accept_body``), stored and buffered on the ingest
         thread: the future has the ack once the batch is durable, or the IngestError that
         refuses it. A repeated (node, agent_boot_id, seq) acks "duplicate" and changes
-        nothing; ``body`` is kept pending as sent (gzip or plain JSON)."""
+        nothing; ``body`` is kept pending as sent (gzip or plain JSON). A batch for a node
+        ``nodes`` does not allow is refused 403 before it can claim a GPU or a seq."""
         return self.recorder.submit_async(
-            Incoming(body, content_encoding, received_at, time.perf_counter())
+            Incoming(body, content_encoding, received_at, time.perf_counter(), nodes)
         )
 
     def close(self, timeout: float = 30.0) -> None:
@@ -94,6 +102,7 @@ class IngestQueue:
                 batch = accept_body(
                     item.body, item.content_encoding, item.received_at, self.settings, clocks
                 )
+                _refuse_foreign_node(batch, item.nodes)
                 self._refuse_duplicate(batch, item.received_at, claimed)
             except IngestError as err:
                 outcomes.append(err)
@@ -171,3 +180,15 @@ class IngestQueue:
             at=item.received_at,
         )
         return msgspec.structs.replace(ack, status="accepted", samples_accepted=accepted)
+
+
+def _refuse_foreign_node(batch: Batch, nodes: NodeBinding | None) -> None:
+    """A 403 for a batch of a node its token is not bound to: checked before the batch
+    can claim a GPU (``_refuse_duplicate``) or a seq (the ledger's acks)."""
+    if nodes is None or nodes.allows(batch.node):
+        return
+    err = IngestError(
+        403, nodes.refusal(batch.node), field="$.node", reason=RejectReason.NODE_NOT_ALLOWED
+    )
+    err.samples = len(batch.samples)
+    raise err

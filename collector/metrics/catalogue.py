@@ -284,6 +284,18 @@ INFLUX: tuple[MetricSpec, ...] = (
 
 RATES: tuple[MetricSpec, ...] = (FLEET_IDLE_COST, CARBON_PUE, CARBON_INTENSITY)
 
+# failed authentication at the HTTP edge (collector/http/auth.py); no token, no address
+AUTH_FAILURES = MetricSpec(
+    "gpufleet_collector_auth_failures_total",
+    "counter",
+    "",
+    ("reason",),
+    "Requests refused by authentication, by reason: missing (no bearer token), invalid "
+    "(no such token), scope (a token without the route's scope), rate_limited (429: too "
+    "many failures from one address).",
+)
+AUTH: tuple[MetricSpec, ...] = (AUTH_FAILURES,)
+
 CATALOGUE: tuple[MetricSpec, ...] = (
     FLEET_GPUS,
     FLEET_UTILISATION,
@@ -315,4 +327,5 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     EXPORT_ERRORS,
     *NOTIFY,
     *INFLUX,
+    *AUTH,
 )

@@ -5,7 +5,8 @@ script would, with the token the user typed in (kept in sessionStorage), and dra
 and SVG charts itself from files shipped in this package. No page loads anything from
 another origin: the Content-Security-Policy says ``'self'`` only.
 
-API routes added here, behind the same bearer auth as the rest of /v1:
+API routes added here, behind the same bearer auth as the rest of /v1 (the ``read``
+scope; dismissing from the console needs ``admin`` as well):
 
 - ``GET /v1/gpus/usage?start=&end=``: every GPU in the fleet now with its hourly price and
   its usage (idle seconds, idle cost, energy, carbon) summed over the hourly rollups of the
@@ -30,7 +31,7 @@ from starlette.routing import BaseRoute, Route
 
 from collector.backend import CollectorBackend
 from collector.config import CollectorSettings
-from collector.http.auth import BearerAuth
+from collector.http.auth import Gate, Scope, Token
 from collector.http.query import QueryError, parse_window
 from collector.http.responses import Handler, error_response, json_response
 from collector.ledger.records import GpuRecord
@@ -95,11 +96,11 @@ class SeriesResponse(msgspec.Struct, frozen=True, kw_only=True):
 def console_routes(
     sources: ConsoleSources,
     settings: CollectorSettings,
-    tokens: Collection[str],
+    tokens: Gate | Collection[str | Token],
     clock: Callable[[], float] = time.time,
 ) -> list[BaseRoute]:
-    """Routes to pass to ``create_app(..., extra_routes=...)``."""
-    auth = BearerAuth(tokens, settings.server.allow_anonymous)
+    """Routes to pass to ``create_app(..., extra_routes=...)``; ``tokens`` as there."""
+    guard = Gate.of(tokens, settings.server).guard
     api = _ConsoleApi(sources, clock)
     shell = _read("console.html").replace(
         "__ANONYMOUS__", "true" if settings.server.allow_anonymous else "false"
@@ -107,8 +108,8 @@ def console_routes(
     routes: list[BaseRoute] = [
         Route("/", _redirect_home, methods=["GET"]),
         Route("/ui/static/{name}", _static, methods=["GET"]),
-        Route("/v1/gpus/usage", _guard(auth, api.gpu_usage), methods=["GET"]),
-        Route("/v1/gpus/{uuid}/series", _guard(auth, api.series), methods=["GET"]),
+        Route("/v1/gpus/usage", guard(Scope.READ, api.gpu_usage), methods=["GET"]),
+        Route("/v1/gpus/{uuid}/series", guard(Scope.READ, api.series), methods=["GET"]),
     ]
     for path, page in PAGES.items():
         routes.append(Route(f"/ui/{path}", _page(shell.replace("__PAGE__", page)), methods=["GET"]))
@@ -140,19 +141,6 @@ async def _static(request: Request) -> Response:
     except (FileNotFoundError, IsADirectoryError):
         return error_response(404, f"no static file {name!r}")
     return Response(body, media_type=STATIC_TYPES[suffix], headers=SECURITY_HEADERS)
-
-
-def _guard(auth: BearerAuth, handler: Handler) -> Handler:
-    async def guarded(request: Request) -> Response:
-        header = request.headers.get("authorization")
-        if auth.check(header):
-            return await handler(request)
-        response = error_response(401, "missing or invalid bearer token", None, "unauthorized")
-        challenge = 'Bearer realm="gpufleet"' + (', error="invalid_token"' if header else "")
-        response.headers["WWW-Authenticate"] = challenge
-        return response
-
-    return guarded
 
 
 class _ConsoleApi:

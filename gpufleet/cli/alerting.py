@@ -19,7 +19,7 @@ from collector.actions.log import ActionLog
 from collector.actions.settings import ActionSettings
 from collector.config import CollectorSettings
 from collector.http.alertmanager import alertmanager_route
-from collector.http.auth import BearerAuth
+from collector.http.auth import Gate, Token
 from collector.ledger.store import Ledger
 from collector.notify.changes import FleetIndex
 from collector.notify.delivery import Notifier
@@ -67,7 +67,7 @@ def build_alerting(
     settings: CollectorSettings,
     ledger: Ledger,
     clock: Callable[[], float],
-    tokens: Collection[str],
+    tokens: Gate | Collection[str | Token],
     transport: httpx.BaseTransport | None = None,
 ) -> Alerting | None:
     """None when no channel is configured and every auto-release policy is off."""
@@ -82,8 +82,8 @@ def build_alerting(
         channels = [resolve_channel(c) for c in notify.channels]
         links = Links(settings.server.public_url, settings.server.grafana_url)
         notifier = Notifier(notify, channels, Outbox(ledger), links, transport, clock)
-        auth = BearerAuth(tokens, settings.server.allow_anonymous)
-        routes.append(alertmanager_route(notifier.announce, auth, clock))
+        gate = Gate.of(tokens, settings.server)
+        routes.append(alertmanager_route(notifier.announce, gate, clock))
         exporter = NotifyExporter(
             notifier.stats, {c.name: c.kind for c in channels}, notifier.outbox.pending_by_channel
         )

@@ -9,7 +9,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,7 +22,7 @@ from collector.analysis.carbon import HourlyFeed, IntensityTable
 from collector.analysis.cost import PriceBook
 from collector.config import CollectorSettings
 from collector.http.app import create_app
-from collector.http.auth import load_tokens
+from collector.http.auth import Gate, Token, load_tokens
 from collector.influx.hooks import InfluxObserver, InfluxSinkMetrics, build_influx_sink
 from collector.ledger.store import Ledger
 from collector.metrics.exporter import RatesExporter
@@ -119,7 +119,7 @@ class Collector:
 def build_collector(
     settings: CollectorSettings,
     clock: Callable[[], float] = time.time,
-    tokens: frozenset[str] | None = None,
+    tokens: Collection[str | Token] | None = None,
     series_charts: bool = True,
 ) -> Collector:
     """Wire the real objects: ledger, price book, carbon table, the core, app.
@@ -141,20 +141,21 @@ def build_collector(
     core = CollectorCore.build(settings, ledger, rates, clock)
     if influx is not None:
         core.observers.attach(InfluxObserver(influx))
-    tokens = tokens if tokens is not None else load_tokens(settings.server)
+    # one gate for every guarded route: one failure limit per client address
+    gate = Gate.of(tokens if tokens is not None else load_tokens(settings.server), settings.server)
     series = SeriesBuffer()  # recent per-GPU samples for the console's charts
     if series_charts:
         core.observers.attach(series)
     console = ConsoleSources(core.service, ledger, prices, rates.currency, series)
-    alerting = build_alerting(settings, ledger, clock, tokens)
+    alerting = build_alerting(settings, ledger, clock, gate)
     live_rates = LiveRates(core.fleet.views, rates, core.fleet.node_labels)
     app = create_app(
         core.service,
         settings,
-        tokens,
+        gate,
         clock,
         extra_routes=[
-            *console_routes(console, settings, tokens, clock),
+            *console_routes(console, settings, gate, clock),
             *(alerting.routes if alerting is not None else []),
         ],
         collectors=[
@@ -181,17 +182,24 @@ def _open_ledger(settings: CollectorSettings, currency: str) -> tuple[Ledger, In
         raise
 
 
+def http_config(app: Starlette, settings: CollectorSettings, **options: Any) -> uvicorn.Config:
+    """uvicorn's settings for the collector's app. h11 rather than httptools: h11 bounds
+    the request line and headers it buffers (``server.max_header_bytes``; past it the
+    request is answered 400 and the connection closed), httptools buffers any size."""
+    return uvicorn.Config(
+        app,
+        host=settings.server.host,
+        port=settings.server.port,
+        lifespan="off",
+        http="h11",
+        h11_max_incomplete_event_size=settings.server.max_header_bytes,
+        **options,
+    )
+
+
 def serve(collector: Collector, stop: threading.Event | None = None) -> uvicorn.Server:
     """Run the HTTP server in a background thread; returns it (``should_exit`` stops it)."""
-    server = uvicorn.Server(
-        uvicorn.Config(
-            collector.app,
-            host=collector.settings.server.host,
-            port=collector.settings.server.port,
-            log_level="warning",
-            lifespan="off",
-        )
-    )
+    server = uvicorn.Server(http_config(collector.app, collector.settings, log_level="warning"))
     thread = threading.Thread(target=server.run, name="http", daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
@@ -227,15 +235,8 @@ def run(args: argparse.Namespace) -> int:
     tune_gc()
     collector = build_collector(settings)
     collector.start_jobs()
-    server = uvicorn.Server(
-        uvicorn.Config(
-            collector.app,
-            host=settings.server.host,
-            port=settings.server.port,
-            lifespan="off",
-            access_log=False,  # collector.http.app logs each request (without tokens)
-        )
-    )
+    # collector.http.app logs each request (without tokens)
+    server = uvicorn.Server(http_config(collector.app, settings, access_log=False))
     log.info("collector on http://%s:%d", settings.server.host, settings.server.port)
     # uvicorn handles SIGTERM/SIGINT while it runs, then restores these handlers and
     # re-raises the signal it caught; with the defaults that would kill the process

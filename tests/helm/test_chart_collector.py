@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import yaml
 
+from collector.config import ServerSettings
+from collector.http.tokens import Token, load_tokens
 from tests.helm.chart import Rendered, container, full_values, mounts, render, volume
 
 DEFAULT = render()
@@ -145,13 +148,19 @@ def test_the_executor_is_on_exactly_when_rbac_is(tmp_path: Any) -> None:
 
 def test_every_credential_is_in_the_secret_and_none_in_a_config_map() -> None:
     secret = full_values()["secret"]
-    credentials = [secret["agentToken"], *secret["extraTokens"], *secret["webhooks"].values()]
+    credentials = [secret["agentToken"], secret["readToken"], secret["metricsToken"]]
+    credentials += [line.split()[0] for line in secret["extraTokens"]]
+    credentials += secret["webhooks"].values()
     credentials += secret["signingKeys"].values()
     for config_map in FULL.all("ConfigMap"):
         text = yaml.safe_dump(config_map)
         assert not [c for c in credentials if c in text]
     assert FULL.secret_value("collector-tokens").splitlines() == [
-        secret["agentToken"],
+        f"{secret['agentToken']} agent nodes=gpu-node-* name=agents",
+        f"{secret['readToken']} read name=read",
+        f"{FULL.secret_value('admin-token')} read,admin name=admin",
+        f"{FULL.secret_value('alertmanager-token')} alertmanager name=alertmanager",
+        f"{secret['metricsToken']} metrics name=metrics",
         *secret["extraTokens"],
     ]
     assert FULL.secret_value("webhook-ops-slack") == secret["webhooks"]["ops-slack"]
@@ -163,10 +172,47 @@ def test_every_credential_is_in_the_secret_and_none_in_a_config_map() -> None:
     )
 
 
-def test_a_generated_agent_token_is_one_the_collector_accepts() -> None:
-    token = DEFAULT.secret_value("agent-token")
-    assert len(token) == 48
-    assert DEFAULT.secret_value("collector-tokens").splitlines() == [token]
+def collector_tokens(out: Rendered, tmp_path: Path) -> dict[str, Token]:
+    """The rendered token file as the collector reads it (collector/http/tokens.py)."""
+    path = tmp_path / "collector-tokens"
+    path.write_text(out.secret_value("collector-tokens"))
+    return {token.name: token for token in load_tokens(ServerSettings(tokens_file=path))}
+
+
+def test_generated_tokens_are_one_per_scope_and_the_collector_reads_them(tmp_path: Path) -> None:
+    tokens = collector_tokens(DEFAULT, tmp_path)
+    for name, scopes in (("agents", {"agent"}), ("read", {"read"}), ("admin", {"read", "admin"}),
+                         ("alertmanager", {"alertmanager"}), ("metrics", {"metrics"})):  # fmt: skip
+        token = tokens[name]
+        assert token.scopes == scopes and not token.unscoped, name
+        assert len(token.secret) == 48
+        key = "agent-token" if name == "agents" else f"{name}-token"
+        assert DEFAULT.secret_value(key) == token.secret
+    assert len({token.secret for token in tokens.values()}) == 5
+    # one token for every agent of the DaemonSet: bound to any node unless agentNodes says
+    assert tokens["agents"].binding().allows("any-node")
+
+
+def test_the_agents_token_is_bound_to_agent_nodes_and_extra_lines_keep_their_scopes(
+    tmp_path: Path,
+) -> None:
+    tokens = collector_tokens(FULL, tmp_path)
+    agents, slurm = tokens["agents"].binding(), tokens["slurm-nodes"].binding()
+    assert agents.allows("gpu-node-7") and not agents.allows("slurm-3")
+    assert slurm.allows("slurm-3") and not slurm.allows("gpu-node-7")
+
+
+def test_the_collector_monitor_sends_the_metrics_token_when_metrics_need_one() -> None:
+    [endpoint] = FULL.one("PodMonitor", "-collector")["spec"]["podMetricsEndpoints"]
+    assert endpoint["authorization"] == {
+        "type": "Bearer",
+        "credentials": {"name": FULL.one("Secret")["metadata"]["name"], "key": "metrics-token"},
+    }
+    config = yaml.safe_load(FULL.configmap_file("-collector", "collector.yaml"))
+    assert config["server"]["metrics_require_token"] is True
+    out = render({"monitoring": {"collector": {"enabled": True, "kind": "ServiceMonitor"}}})
+    [endpoint] = out.one("ServiceMonitor", "-collector")["spec"]["endpoints"]
+    assert "authorization" not in endpoint  # off by default: Prometheus' usual scrape
 
 
 def test_an_existing_secret_replaces_the_chart_s() -> None:

@@ -118,4 +118,4 @@ def test_monitors_select_the_pods_and_ports_they_scrape() -> None:
 def test_notes_say_what_to_do_next(rendered: Rendered) -> None:
     assert "kubectl -n gpu get daemonset gf-gpufleet-agent" in rendered.notes
     assert "port-forward svc/gf-gpufleet-collector" in rendered.notes
-    assert "agent-token" in rendered.notes
+    assert "read-token" in rendered.notes and "agent-token posts batches only" in rendered.notes

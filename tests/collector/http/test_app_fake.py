@@ -138,10 +138,16 @@ class FakeBackend:
         return BatchAck(status="accepted", samples_accepted=len(batch.samples), **ack)  # type: ignore[arg-type]
 
     def submit(
-        self, body: bytes, content_encoding: str | None, received_at: float
+        self,
+        body: bytes,
+        content_encoding: str | None,
+        received_at: float,
+        nodes: object = None,
     ) -> Future[BatchAck]:
         """As the pipeline's: the body checked by the real ``accept_body`` (with
-        ``settings``), then ``ingest``; done at once, on the caller's thread."""
+        ``settings``), then ``ingest``; done at once, on the caller's thread. ``nodes``
+        (the token's binding) is the real queue's to check: tests/collector/http/
+        test_node_binding.py runs it."""
         future: Future[BatchAck] = Future()
         try:
             batch = accept_body(body, content_encoding, received_at, self.settings)

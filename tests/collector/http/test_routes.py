@@ -10,6 +10,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
+from agent.model import SCHEMA_VERSION
 from collector.backend import WorkloadReport
 from collector.config import CollectorSettings, ServerSettings
 from collector.http.app import create_app
@@ -203,6 +204,35 @@ def test_the_openapi_document_is_valid_and_lists_every_route(client: AsgiClient)
     assert {"evidence_seconds", "money_per_month_low", "confidence"} <= set(savings)
     kinds = document["components"]["schemas"]["RecommendationKind"]["enum"]
     assert "consolidate" in kinds
+
+
+def test_the_openapi_document_states_values_the_types_cannot(client: AsgiClient) -> None:
+    """schema_version's one value, the status enums, start < end and each route's scope."""
+    document = client.get("/openapi.json").json()
+    schemas = document["components"]["schemas"]
+    assert schemas["Batch"]["properties"]["schema_version"]["const"] == SCHEMA_VERSION
+    assert schemas["BatchAck"]["properties"]["status"]["enum"] == ["accepted", "duplicate"]
+    statuses = [s.value for s in RecommendationStatus]
+    assert sorted(schemas["RecommendationStatus"]["enum"]) == sorted(statuses)
+    listed = schemas["RecommendationsResponse"]["properties"]["statuses"]["items"]
+    assert listed == {"$ref": "#/components/schemas/RecommendationStatus"}
+    [status] = document["paths"]["/v1/recommendations"]["get"]["parameters"]
+    pattern = re.compile(status["schema"]["pattern"])
+    assert pattern.match("open,notified") and pattern.match("all")
+    assert not pattern.match("open,bogus")
+    workloads = document["paths"]["/v1/workloads"]["get"]
+    start, end = workloads["parameters"]
+    assert "before end" in start["description"] and "after start" in end["description"]
+    assert "start not before end" in workloads["responses"]["422"]["description"]
+    scopes = {
+        (path, method): op.get("description", "")
+        for path, ops in document["paths"].items()
+        for method, op in ops.items()
+    }
+    assert scopes[("/v1/batches", "post")] == "Needs a bearer token with the `agent` scope."
+    assert "`read` scope" in scopes[("/v1/fleet", "get")]
+    assert "`admin` scope" in scopes[("/v1/recommendations/{rec_id}/dismiss", "post")]
+    assert "403" in document["paths"]["/v1/fleet"]["get"]["responses"]
 
 
 def test_docs_page_links_the_document(client: AsgiClient) -> None:
