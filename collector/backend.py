@@ -162,6 +162,8 @@ class FleetTotals:
     waste: tuple[WasteTotal, ...] = ()
     energy: tuple[EnergyTotal, ...] = ()
     ingest: IngestCounters = field(default_factory=IngestCounters)
+    #: damaged batch log records skipped at open (collector/ledger/log_records.py)
+    intake_corrupt_records: int = 0
 
 
 @dataclass(frozen=True, slots=True)

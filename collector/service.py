@@ -111,6 +111,7 @@ class CollectorService:
             waste=tuple(reports.waste_totals(totals)),
             energy=tuple(reports.energy_totals(totals)),
             ingest=self.stats.snapshot(),
+            intake_corrupt_records=self.ledger.intake_corrupt_records(),
         )
 
 

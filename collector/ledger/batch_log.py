@@ -7,17 +7,22 @@ WAL pages and the shared index), ~350 us with ``synchronous=FULL``, where one ``
 costs ~4 us and the ``fdatasync`` of FULL ~80-150 us on this project's test machine
 (bench/README.md).
 
-A directory of segment files (``0000000001.seg``, ...), each a run of records::
+A directory of segment files (``0000000001.seg``, ...), each a run of checksummed records
+(their format, and how a damaged segment is read: log_records.py). A batch id is
+``segment << 32 | n``. One process writes a segment, from its start; after a restart it
+begins a new one. With ``sync`` (``ledger.synchronous=FULL``) a segment is zero-filled when
+created, so each append overwrites blocks the file already has and its ``fdatasync``
+journals no metadata; without, appends go to the page cache, which survives ``kill -9`` but
+not a power loss (as SQLite's NORMAL). A segment that cannot be created (a full disk) is
+removed at once, and the next append tries the same number again: failures leave no files.
 
-    header  <4sIIQ: magic b"GFB1", payload length, CRC-32 of (batch id, payload), batch id
-    payload <qdIHH: seq, received_at, sample_count, len(node), len(boot_id); node; boot_id; body
-
-A batch id is ``segment << 32 | n``. One process writes a segment, from its start; after a
-restart it begins a new one. Reading a segment stops at the first record that does not check
-out: a write torn by a crash, or the zeroed tail. With ``sync`` (``ledger.synchronous=FULL``)
-a segment is zero-filled when created, so each append overwrites blocks the file already
-has and its ``fdatasync`` journals no metadata; without, appends go to the page cache,
-which survives ``kill -9`` but not a power loss (as SQLite's NORMAL).
+Opening reads every segment. A damaged record costs that record alone: the records after it
+are read, so their batches are replayed and their acks kept. Each damage is logged as an
+ERROR naming the segment file and byte offset, and counted (``corrupt_records``, exported
+as ``gpufleet_collector_intake_corrupt_records_total``). A damaged record's own ack is not
+kept even where its bytes still name its batch: the ledger's ``ack_ranges`` already holds
+every ack older than its last commit, and a batch acknowledged since is not applied yet,
+so that ack could only turn the agent's resend, the one copy left, into a "duplicate".
 
 A segment is deleted once every batch in it is applied and committed (``mark_done``). Which
 batches are done is the ledger's to keep (``intake_done``, in the commit that applied them),
@@ -30,21 +35,22 @@ and so do the error messages ("intake log ..."), so that they name what is on di
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import fcntl
+import logging
 import os
-import struct
-import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
 
+from collector.ledger.log_records import BatchRecord, Damage, LoggedBatch, frame, parse
 from gpufleet.durable import fsync_directory
 
-MAGIC = b"GFB1"
-_HEADER = struct.Struct("<4sIIQ")
-_META = struct.Struct("<qdIHH")
-_ID = struct.Struct("<Q")
+__all__ = ["SEGMENT_BYTES", "BatchLog", "BatchLogError", "BatchRecord", "LoggedBatch"]
+
+log = logging.getLogger(__name__)
+
 #: a segment's size when zero-filled; one that fills up is sealed and a new one begun
 SEGMENT_BYTES = 8 * 1024 * 1024
 _ZEROS = bytes(1024 * 1024)
@@ -52,25 +58,6 @@ _ZEROS = bytes(1024 * 1024)
 
 class BatchLogError(Exception):
     """The batch log cannot be opened, locked or written; the message says why."""
-
-
-class BatchRecord(NamedTuple):
-    """One batch to acknowledge: its identity, arrival time, body (the JSON, gzip-compressed
-    or not) and sample count."""
-
-    node: str
-    boot_id: str
-    seq: int
-    received_at: float
-    body: bytes
-    sample_count: int
-
-
-class LoggedBatch(NamedTuple):
-    """A batch as the log holds it: the id ``append`` gave it, and what was appended."""
-
-    batch_id: int
-    entry: BatchRecord
 
 
 @dataclass
@@ -83,7 +70,8 @@ class _Segment:
 class BatchLog:
     """The batch log in ``directory`` (created if missing), locked for this process; None
     keeps it in memory (a ``:memory:`` ledger). ``found`` holds every record present at
-    open, in order, for the opener to take (``AcceptedBatches`` empties it)."""
+    open that checks out, in order, for the opener to take (``AcceptedBatches`` empties
+    it); ``corrupt_records`` counts those that did not."""
 
     def __init__(
         self, directory: Path | None, *, sync: bool, segment_bytes: int = SEGMENT_BYTES
@@ -95,6 +83,7 @@ class BatchLog:
         self._fd = self._lock_fd = -1
         self._offset = self._count = self._last_number = 0
         self.found: list[LoggedBatch] = []
+        self.corrupt_records = 0
         if directory is not None:
             self._lock(directory)
             try:
@@ -114,7 +103,7 @@ class BatchLog:
             if self._current is None:
                 self._begin_segment()
             bid = self._next_id(self._last_number)
-            frames.append(_frame(bid, entry))
+            frames.append(frame(bid, entry))
             ids.append(bid)
         data = b"".join(frames)
         if self._offset and self._offset + len(data) > self.segment_bytes:
@@ -127,7 +116,7 @@ class BatchLog:
                 os.fdatasync(self._fd)
         except OSError as err:
             self._seal()  # what this write left in the segment is never appended to
-            raise BatchLogError(f"intake log: cannot write to {self.directory}: {err}") from err
+            raise BatchLogError(_failure(f"write to {self.directory}", err)) from err
         self._offset += len(data)
         self._current.pending.update(ids)
         return ids
@@ -157,7 +146,7 @@ class BatchLog:
             pending = self._segments[number].pending
             if pending:
                 data = _path(self.directory, number).read_bytes()
-                out.extend(r for r in _parse(data, number) if r.batch_id in pending)
+                out.extend(r for r in parse(data, number).records if r.batch_id in pending)
         return out
 
     def segments(self) -> list[int]:
@@ -193,13 +182,16 @@ class BatchLog:
             ) from err
 
     def _scan(self, directory: Path) -> list[LoggedBatch]:
-        """Read every segment; those holding no record are deleted."""
+        """Read every segment, reporting its damage; those holding no record are deleted."""
         found: list[LoggedBatch] = []
         numbers = sorted(
             int(p.stem) for p in directory.glob("*.seg") if p.stem.isdigit() and p.is_file()
         )
         for number in numbers:
-            records = _parse(_path(directory, number).read_bytes(), number)
+            path = _path(directory, number)
+            records, damage = parse(path.read_bytes(), number)
+            for part in damage:
+                self._report(path, part)
             segment = _Segment(number, {r.batch_id for r in records})
             self._segments[number] = segment
             found.extend(records)
@@ -208,21 +200,48 @@ class BatchLog:
         self._last_number = numbers[-1] if numbers else 0
         return found
 
+    def _report(self, path: Path, damage: Damage) -> None:
+        self.corrupt_records += damage.records
+        size, where = damage.end - damage.offset, f"{path} at byte offset {damage.offset}"
+        if damage.cut:
+            log.error(
+                "intake log: the last record of segment %s does not check out (%d bytes to "
+                "the end of its data) and was skipped: cut short by a crash during its write "
+                "(then never acknowledged), or damaged on disk (then its batch is lost; "
+                "check the disk holding it)",
+                where, size,
+            )  # fmt: skip
+        else:
+            log.error(
+                "intake log: segment %s is damaged: %d bytes (%d record(s)) do not check out "
+                "and were skipped, their batches lost; reading went on at byte offset %d. "
+                "Check the disk holding it",
+                where, size, damage.records, damage.end,
+            )  # fmt: skip
+
     def _begin_segment(self) -> None:
         self._seal()
         assert self.directory is not None
-        number = self._last_number = self._last_number + 1  # a failed one is skipped
+        number = self._last_number + 1
         path = _path(self.directory, number)
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+        except OSError as err:  # nothing created; whatever holds the name, the next goes on
+            self._last_number = number
+            raise BatchLogError(_failure(f"create a segment in {self.directory}", err)) from err
+        try:
             if self.sync:  # zero-filled, and its name durable, before the first ack in it
                 for offset in range(0, self.segment_bytes, len(_ZEROS)):
                     _write_all(fd, _ZEROS, offset)
                 os.fsync(fd)
                 fsync_directory(self.directory)
         except OSError as err:
-            raise BatchLogError(f"intake log: cannot create {path}: {err}") from err
+            os.close(fd)
+            with contextlib.suppress(OSError):  # the next try takes the same name again
+                path.unlink()
+            raise BatchLogError(_failure(f"create a segment in {self.directory}", err)) from err
         self._fd, self._offset, self._count = fd, 0, 0
+        self._last_number = number
         self._current = self._segments[number] = _Segment(number)
 
     def _seal(self) -> None:
@@ -244,40 +263,14 @@ def _path(directory: Path, number: int) -> Path:
     return directory / f"{number:010d}.seg"
 
 
-def _frame(batch_id: int, e: BatchRecord) -> bytes:
-    node, boot = e.node.encode(), e.boot_id.encode()
-    meta = _META.pack(e.seq, e.received_at, e.sample_count, len(node), len(boot))
-    payload = b"".join((meta, node, boot, e.body))
-    crc = zlib.crc32(payload, zlib.crc32(_ID.pack(batch_id)))
-    return _HEADER.pack(MAGIC, len(payload), crc, batch_id) + payload
-
-
-def _parse(data: bytes, number: int) -> list[LoggedBatch]:
-    """The records of segment ``number``, up to the first that does not check out."""
-    out: list[LoggedBatch] = []
-    pos, view = 0, memoryview(data)
-    while pos + _HEADER.size <= len(data):
-        magic, length, crc, bid = _HEADER.unpack_from(data, pos)
-        start, end = pos + _HEADER.size, pos + _HEADER.size + length
-        if magic != MAGIC or bid >> 32 != number or end > len(data) or length < _META.size:
-            break
-        payload = view[start:end]
-        if zlib.crc32(payload, zlib.crc32(_ID.pack(bid))) != crc:
-            break
-        seq, at, count, node_len, boot_len = _META.unpack_from(payload)
-        node_end = _META.size + node_len
-        boot_end = node_end + boot_len
-        entry = BatchRecord(
-            bytes(payload[_META.size : node_end]).decode(),
-            bytes(payload[node_end:boot_end]).decode(),
-            seq,
-            at,
-            bytes(payload[boot_end:]),
-            count,
+def _failure(doing: str, err: OSError) -> str:
+    """What failed, where, and what to do; a full disk said in so many words."""
+    if err.errno in (errno.ENOSPC, errno.EDQUOT):
+        return (
+            f"intake log: cannot {doing}: the disk is full ({err.strerror}); free space "
+            f"there (batches are refused until then)"
         )
-        out.append(LoggedBatch(bid, entry))
-        pos = end
-    return out
+    return f"intake log: cannot {doing}: {err}"
 
 
 def _write_all(fd: int, data: bytes, offset: int) -> None:

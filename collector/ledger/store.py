@@ -217,6 +217,11 @@ class Ledger:
         a body recorded gzip-compressed comes back decompressed."""
         return self._opened_accepted().pending()
 
+    def intake_corrupt_records(self) -> int:
+        """Damaged records the batch log skipped when it was opened (0 until it is)."""
+        accepted = self._accepted
+        return 0 if accepted is None else accepted.log.corrupt_records
+
     def _opened_accepted(self) -> AcceptedBatches:
         if self._accepted is None:
             with self._accepted_open_lock:

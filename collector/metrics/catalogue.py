@@ -175,6 +175,14 @@ INGEST_SECONDS = MetricSpec(
     (),
     "Wall seconds spent making batches durable and applying them.",
 )
+INTAKE_CORRUPT_RECORDS = MetricSpec(
+    "gpufleet_collector_intake_corrupt_records_total",
+    "counter",
+    "",
+    (),
+    "Damaged intake log records skipped when the collector started, their batches lost (at "
+    "least one per damaged run); the log names each segment and byte offset.",
+)
 LAST_INGEST = MetricSpec(
     "gpufleet_collector_last_ingest_timestamp_seconds",
     "gauge",
@@ -319,6 +327,7 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     REJECTED_SAMPLES,
     LATE_SAMPLES,
     INGEST_SECONDS,
+    INTAKE_CORRUPT_RECORDS,
     LAST_INGEST,
     PENDING_SAMPLES,
     LAG,

@@ -234,6 +234,7 @@ def ingest_families(totals: FleetTotals) -> list[Metric]:
         filled(cat.REJECTED_SAMPLES, _by_reason(counters.samples_rejected)),
         filled(cat.LATE_SAMPLES, {(): float(counters.late_samples)}),
         filled(cat.INGEST_SECONDS, {(): counters.ingest_seconds}),
+        filled(cat.INTAKE_CORRUPT_RECORDS, {(): float(totals.intake_corrupt_records)}),
     ]
 
 

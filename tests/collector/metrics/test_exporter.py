@@ -89,6 +89,7 @@ def fleet_backend() -> FakeBackend:
             late_samples=5,
             ingest_seconds=0.25,
         ),
+        intake_corrupt_records=1,
     )
     dismissed = make_recommendation("r3", RecommendationKind.RELEASE_IDLE, 5000.0)
     recs = {
