@@ -46,6 +46,27 @@ class RejectReason(enum.StrEnum):
     DUPLICATE_GPU = "duplicate_gpu"
     #: a batch for a node its agent token is not bound to (collector/node_binding.py)
     NODE_NOT_ALLOWED = "node_not_allowed"
+    #: checking the batch failed unexpectedly (a bug): that batch alone is answered 500
+    INTERNAL_ERROR = "internal_error"
+
+
+class LateReason(enum.StrEnum):
+    """Why samples of an accepted batch were not accounted; the ``reason`` label of
+    ``gpufleet_collector_late_samples_total``."""
+
+    #: behind event time the collector already applied for the GPU (a node clock that
+    #: stepped, or a batch held too long): the ack's ``samples_late``
+    BEHIND_APPLIED = "behind_applied"
+    #: a second sample of a GPU at a timestamp already applied
+    DUPLICATE_TIMESTAMP = "duplicate_timestamp"
+
+
+class ImplausibleField(enum.StrEnum):
+    """A value taken as not measured, though accepted: the ``field`` label of
+    ``gpufleet_collector_implausible_samples_total``."""
+
+    #: an energy-counter delta above what the GPU can draw: estimated from power instead
+    ENERGY_JOULES = "energy_joules"
 
 
 class IngestError(Exception):
@@ -150,6 +171,10 @@ class IngestCounters:
     samples_rejected: dict[str, int] = field(default_factory=dict)
     #: samples that arrived behind already-applied event time (outside the reorder window)
     late_samples: int = 0
+    #: LateReason value -> samples not accounted for that reason (sums to late_samples)
+    late_samples_by_reason: dict[str, int] = field(default_factory=dict)
+    #: ImplausibleField value -> samples whose value was not taken as measured
+    implausible_samples: dict[str, int] = field(default_factory=dict)
     #: wall seconds spent inside ``ingest``
     ingest_seconds: float = 0.0
 

@@ -143,6 +143,8 @@ class CollectorCore:
             stats.count_late,
             rates.slice_fraction,
             settings.ingest.clock_correction_min_seconds,
+            rates.max_power_watts,
+            stats.count_implausible,
         )
         accountant = Accountant(rates)
         queue = IngestQueue(settings, ledger, fleet, stats, observers)

@@ -100,7 +100,8 @@ class Applier:
                     )
             replayed = 0
             for batch_id, body in ledger.pending_batches():
-                replayed += fleet.buffer(batch_id, _BATCH_DECODER.decode(body), replay=True)
+                batch = _BATCH_DECODER.decode(body)
+                replayed += fleet.buffer(batch_id, batch, replay=True).accepted
             if replayed:
                 log.info("restored %d acknowledged samples not yet applied", replayed)
 

@@ -18,10 +18,14 @@ from collector.analysis.carbon import CarbonContext, HourlyFeed, IntensityTable,
 from collector.analysis.cost import PriceBook, canonical_model
 from collector.analysis.gpu_models import GpuCatalogue
 from collector.analysis.mig_price import slice_fraction
+from collector.analysis.physical import max_power_watts
 from collector.config import CarbonSettings
 from collector.records import GpuView
 
 log = logging.getLogger(__name__)
+
+#: GPU kinds (name, power limit) whose power bound is kept; a fleet has a few dozen
+_MAX_POWER_KEPT = 1024
 
 
 class Rates:
@@ -45,6 +49,8 @@ class Rates:
         self._warned: set[str] = set()
         #: region -> gCO2e/kWh from the yearly table (it does not vary with time)
         self._table_intensity: dict[str, float] = {}
+        #: (GPU name, power limit) -> the most it can draw
+        self._max_power: dict[tuple[str, float | None], float] = {}
 
     @property
     def currency(self) -> str:
@@ -57,6 +63,21 @@ class Rates:
     def model_of(self, info: GpuInfo) -> str:
         """The price book's model key for a GPU (``NVIDIA H100 80GB HBM3`` -> ``H100``)."""
         return canonical_model(info.name)
+
+    def max_power_watts(self, info: GpuInfo) -> float:
+        """The most a GPU can draw (analysis/physical.py): its model's TDP from the
+        catalogue and its reported power limit; kept per (name, limit), a bounded few."""
+        key = (info.name, info.power_limit_watts)
+        watts = self._max_power.get(key)
+        if watts is None:
+            model = self.catalogue.get(info.name)
+            tdp = model.tdp_watts if model is not None else None
+            watts = max_power_watts(tdp, info.power_limit_watts)
+            with self._lock:
+                if len(self._max_power) >= _MAX_POWER_KEPT:
+                    self._max_power.clear()
+                self._max_power[key] = watts
+        return watts
 
     def price_per_gpu_hour(self, model: str, node: str) -> float:
         return self.prices.price_per_gpu_hour(model, node)

@@ -2,7 +2,8 @@
 
 Energy comes from the NVML energy counter where it can: the delta between two samples.
 A decrease is a driver reload; it never becomes a negative delta. Where the counter
-cannot say, power is integrated and the result marked estimated.
+cannot say, power is integrated and the result marked estimated; so it is where the
+counter says more than the GPU can draw (a jump: collector/analysis/physical.py).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from math import isfinite
 from typing import Protocol
 
 from agent.model import SLURM_ACCOUNT_LABEL, SLURM_PARTITION_LABEL, GpuSample, Workload
+from collector.analysis.physical import ENERGY_SLACK_SECONDS
 from collector.records import WorkloadRef
 
 
@@ -28,26 +30,35 @@ class EnergyReading(Protocol):
     def power_watts(self) -> float | None: ...
 
 
-def interval_energy(prev: EnergyReading, cur: EnergyReading) -> tuple[float, bool]:
-    """Joules used between two consecutive samples of one GPU, and whether estimated.
+def interval_energy(
+    prev: EnergyReading, cur: EnergyReading, max_watts: float = math.inf
+) -> tuple[float, bool, bool]:
+    """Joules used between two consecutive samples of one GPU that draws at most
+    ``max_watts`` (analysis/physical.py), whether estimated, and whether the counter was
+    refused as implausible.
 
-    - both counters present and ``cur >= prev``: the counter delta (exact);
+    - both counters present and ``cur >= prev``: the counter delta (exact), unless it is
+      more than the GPU can draw in the interval and ``ENERGY_SLACK_SECONDS``: a counter
+      that jumped is no measurement, and the interval is estimated from power, as below;
     - the counter went down (driver reload) or one is missing: power integration,
       estimated: trapezoid when both powers are known, a rectangle of the one known
       power otherwise;
     - no power either, or time did not advance: 0.0, estimated.
     """
     e0, e1 = prev.energy_joules, cur.energy_joules
-    if e0 is not None and e1 is not None and e1 >= e0 and isfinite(e0) and isfinite(e1):
-        return e1 - e0, False
     seconds = cur.timestamp - prev.timestamp
+    implausible = False
+    if e0 is not None and e1 is not None and e1 >= e0 and isfinite(e0) and isfinite(e1):
+        if e1 - e0 <= max_watts * (seconds + ENERGY_SLACK_SECONDS):
+            return e1 - e0, False, False
+        implausible = True
     if seconds <= 0:
-        return 0.0, True
+        return 0.0, True, implausible
     p0, p1 = _power(prev), _power(cur)
     if p0 is not None and p1 is not None:
-        return (p0 + p1) / 2.0 * seconds, True
+        return (p0 + p1) / 2.0 * seconds, True, implausible
     known = p0 if p0 is not None else p1
-    return (known * seconds if known is not None else 0.0), True
+    return (known * seconds if known is not None else 0.0), True, implausible
 
 
 def _finite(value: float | None) -> float | None:

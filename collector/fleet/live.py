@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
-import logging
+import math
 import threading
 from collections.abc import Callable, Iterator
+from typing import NamedTuple
 
 from agent.model import Batch, GpuInfo, GpuSample
+from collector.backend import ImplausibleField, LateReason
+from collector.fleet.anomalies import Anomalies
 from collector.fleet.claims import CLAIM_HOLD_SECONDS, DuplicateClaims
 from collector.fleet.clocks import NodeClocks
 from collector.fleet.mig import MigLayouts
@@ -23,30 +26,44 @@ from collector.fleet.rules import FleetRules
 from collector.fleet.state import Applied, TrackedGpu
 from collector.records import DuplicateGpu, GpuView, IdleEpisode
 
-log = logging.getLogger(__name__)
+
+class Buffered(NamedTuple):
+    """What buffering a batch took: its samples ``accepted``, those ``late`` (behind event
+    time already applied), and the sentence telling the sender why (None: none late)."""
+
+    accepted: int
+    late: int = 0
+    warning: str | None = None
 
 
 class LiveFleet:
     """The per-GPU state of every node. ``model_of`` names a GPU's model for pricing;
-    ``count_late(samples)`` is told of samples that came too late to apply;
-    ``slice_fraction_of`` gives a MIG slice's share of its parent's price (1.0: whole)."""
+    ``count_late(samples, reason)`` is told of samples that came too late to apply;
+    ``slice_fraction_of`` gives a MIG slice's share of its parent's price (1.0: whole);
+    ``max_power_of`` the most a GPU can draw (analysis/physical.py; None: unbounded), and
+    ``count_implausible(field, samples)`` of values not taken as measured past it."""
 
     def __init__(
         self,
         rules: FleetRules,
         model_of: Callable[[GpuInfo], str],
-        count_late: Callable[[int], None],
+        count_late: Callable[[int, LateReason], None],
         slice_fraction_of: Callable[[GpuInfo], float] | None = None,
         clock_correction_min_seconds: float = 0.0,
+        max_power_of: Callable[[GpuInfo], float] | None = None,
+        count_implausible: Callable[[ImplausibleField, int], None] | None = None,
     ) -> None:
         self.rules = rules
         self.lock = threading.RLock()
         self._model_of = model_of
-        self._count_late = count_late
+        #: the most a GPU can draw: ingest refuses a power above it, and the energy
+        #: counter's deltas are held to it
+        self.max_power_of = max_power_of or (lambda _: math.inf)
         #: each node's clock against the collector's, measured by ingest
         self.clocks = NodeClocks(clock_correction_min_seconds)
-        #: nodes whose samples came too late to apply, logged once each
-        self._late_nodes: set[str] = set()
+        self._anomalies = Anomalies(
+            count_late, count_implausible or (lambda _f, _n: None), self.clocks.offset
+        )
         self._gpus: dict[str, TrackedGpu] = {}
         self._mig = MigLayouts(slice_fraction_of or (lambda _: 1.0))
         self.duplicates = DuplicateClaims()
@@ -92,11 +109,12 @@ class LiveFleet:
         batch: Batch,
         replay: bool = False,
         received_at: float | None = None,
-    ) -> int:
+    ) -> Buffered:
         """Buffer a stored batch's samples, received at ``received_at`` (collector clock;
-        None: unknown); returns how many were taken. Those too late are counted and
-        logged once per node, except on ``replay`` after a restart (a pending batch's
-        samples applied before the crash)."""
+        None: unknown); returns how many were taken, and how many were too late. Those
+        too late are counted and logged once per node and streak (until a batch of the
+        node has none), except on ``replay`` after a restart (a pending batch's samples
+        applied before the crash)."""
         with self.lock:
             self._node_labels[batch.node] = dict(batch.node_labels)
             moved = {i.uuid for i in batch.gpus if self._moves(i.uuid, batch.node)}
@@ -111,6 +129,7 @@ class LiveFleet:
                 else:
                     group.append(sample)
             accepted = gpus = 0
+            behind = 0.0  # how far the latest late sample is behind its GPU's applied time
             for uuid, samples in by_gpu.items():
                 gpu = self._gpus.get(uuid)
                 if gpu is None:
@@ -120,33 +139,26 @@ class LiveFleet:
                     # counter and clock start here; no interval reaches back across it
                     gpu.series_from = min(s.timestamp for s in samples)
                 queued, newest = gpu.buffer_all(samples, self.rules, received_at)
+                if queued < len(samples):
+                    oldest = min(s.timestamp for s in samples)
+                    behind = max(behind, gpu.applied_until - oldest)
                 if queued:
                     applied = gpu.last is not None
                     gpu.backfill.note_batch(applied, batch.agent_boot_id, batch.seq, received_at)
                     accepted += queued
                     gpus += 1
                     heapq.heappush(self._waiting.setdefault(uuid, []), (newest, batch_id))
-            if accepted < len(batch.samples) and not replay:
-                self._late(batch, len(batch.samples) - accepted)
             if gpus:
                 self._pending[batch_id] = gpus
             else:
                 self._done.append(batch_id)
-            return accepted
-
-    def _late(self, batch: Batch, samples: int) -> None:
-        self._count_late(samples)
-        if batch.node not in self._late_nodes:
-            self._late_nodes.add(batch.node)
-            log.warning(
-                "node %s: %d samples of batch %s/%d came after newer ones were applied "
-                "(past the reorder window and the backfill wait) and were dropped; counted "
-                "in gpufleet_collector_late_samples_total, logged once per node",
-                batch.node,
-                samples,
-                batch.agent_boot_id,
-                batch.seq,
-            )
+            late = len(batch.samples) - accepted
+            if replay:
+                return Buffered(accepted)
+            if not late:
+                self._anomalies.on_time(batch.node)
+                return Buffered(accepted)
+            return Buffered(accepted, late, self._anomalies.late(batch, late, behind))
 
     def track(self, info: GpuInfo, node: str) -> TrackedGpu:
         """The GPU's state, created or updated to ``info`` on ``node``."""
@@ -159,6 +171,7 @@ class LiveFleet:
                     self._gpus[info.uuid] = gpu
                 else:  # a GPU moved or its identity changed (driver update): keep history
                     gpu.info, gpu.node, gpu.model = info, node, model
+                gpu.max_power_watts = self.max_power_of(info)
                 self._mig.track(gpu, self._gpus)
             return gpu
 
@@ -192,7 +205,10 @@ class LiveFleet:
         if gpu.info.mig_enabled:
             self._mig.split(gpu, result.intervals, self.rules)
         if result.late:
-            self._count_late(result.late)
+            self._anomalies.duplicates(result.late)
+        if result.implausible:
+            info, watts = gpu.info, gpu.max_power_watts
+            self._anomalies.implausible_energy(info.uuid, gpu.node, result.implausible, watts)
         if result.samples or result.late:
             self._release(gpu)
         return result if result.samples else None

@@ -46,6 +46,8 @@ class Applied:
     episodes_closed: list[IdleEpisode] = field(default_factory=list)
     samples: list[Reading] = field(default_factory=list)
     late: int = 0
+    #: intervals whose energy counter said more than the GPU can draw (estimated instead)
+    implausible: int = 0
 
 
 @dataclass(slots=True)
@@ -77,6 +79,8 @@ class TrackedGpu:
     arrived_at: float | None = None
     #: what the buffer waits for before applying past a hole (fleet/ordering.py)
     backfill: Backfill = field(default_factory=Backfill)
+    #: the most this GPU can draw (analysis/physical.py): its energy counter's bound
+    max_power_watts: float = math.inf
 
     @property
     def applied_until(self) -> float:
@@ -191,7 +195,7 @@ class TrackedGpu:
         intervals, samples = out.intervals, out.samples
         prev = self.last
         prev_activity = UNKNOWN if prev is None else self._last_classified(prev, threshold)
-        series_from = self.series_from
+        series_from, max_watts = self.series_from, self.max_power_watts
         for reading in readings:
             ts = reading.timestamp
             if prev is not None and ts <= prev.timestamp:
@@ -202,7 +206,9 @@ class TrackedGpu:
             activity = classify_activity(reading, threshold, dram_unsupported=dram_unsupported)
             gap_ok = prev is not None and not moved and ts - prev.timestamp <= stale
             if prev is not None and not moved:
-                joules, estimated = interval_energy(prev, reading)
+                joules, estimated, implausible = interval_energy(prev, reading, max_watts)
+                if implausible:
+                    out.implausible += 1
                 intervals.append(
                     Interval(  # positional: this runs once per sample
                         uuid,

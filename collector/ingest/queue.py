@@ -95,15 +95,10 @@ class IngestQueue:
         each buffered. A refused batch fails alone; a failed ledger write fails the rest."""
         outcomes: list[BatchAck | BaseException] = []
         valid: list[tuple[int, Batch]] = []
-        clocks = self.fleet.clocks
         claimed: dict[str, str] = {}  # uuid -> node, of the batches taken in this group
         for i, item in enumerate(group):
             try:
-                batch = accept_body(
-                    item.body, item.content_encoding, item.received_at, self.settings, clocks
-                )
-                _refuse_foreign_node(batch, item.nodes)
-                self._refuse_duplicate(batch, item.received_at, claimed)
+                batch = self._accept(item, claimed)
             except IngestError as err:
                 outcomes.append(err)
                 continue
@@ -129,6 +124,33 @@ class IngestQueue:
                 stored.append(StoredBatch(record, batch))
         self.observers.batches_stored(stored)
         return outcomes
+
+    def _accept(self, item: Incoming, claimed: dict[str, str]) -> Batch:
+        """``item``'s batch, checked; an IngestError refuses it. Checking one body never
+        fails the group: an unexpected error (a bug, or input no rule foresaw) refuses
+        that batch alone with a 500, logged with its traceback."""
+        try:
+            batch = accept_body(
+                item.body,
+                item.content_encoding,
+                item.received_at,
+                self.settings,
+                self.fleet.clocks,
+                self.fleet.max_power_of,
+            )
+            _refuse_foreign_node(batch, item.nodes)
+            self._refuse_duplicate(batch, item.received_at, claimed)
+        except IngestError:
+            raise
+        except Exception as err:
+            log.exception("checking a batch failed (%d bytes); refused alone", len(item.body))
+            raise IngestError(
+                500,
+                f"the collector failed checking this batch ({type(err).__name__}); it is "
+                "logged: report it with the collector's log",
+                reason=RejectReason.INTERNAL_ERROR,
+            ) from err
+        return batch
 
     def _refuse_duplicate(self, batch: Batch, received_at: float, claimed: dict[str, str]) -> None:
         """Raise a 409 when another node still reports one of ``batch``'s GPUs; the first
@@ -169,17 +191,23 @@ class IngestQueue:
         # durable and pending: after a crash ``restore`` replays it, and a tick deletes
         # only batches it has buffered
         try:
-            accepted = self.fleet.buffer(batch_id, batch, received_at=item.received_at)
+            taken = self.fleet.buffer(batch_id, batch, received_at=item.received_at)
         except Exception as err:  # this batch alone: the others of the group are fine
             log.exception("buffering batch %s of %s failed", batch.seq, batch.node)
             return err
         self.stats.count_batch(
             "accepted",
-            samples=accepted,
+            samples=taken.accepted,
             seconds=time.perf_counter() - item.started,
             at=item.received_at,
         )
-        return msgspec.structs.replace(ack, status="accepted", samples_accepted=accepted)
+        return msgspec.structs.replace(
+            ack,
+            status="accepted",
+            samples_accepted=taken.accepted,
+            samples_late=taken.late,
+            warnings=(taken.warning,) if taken.warning else (),
+        )
 
 
 def _refuse_foreign_node(batch: Batch, nodes: NodeBinding | None) -> None:

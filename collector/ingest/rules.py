@@ -10,6 +10,12 @@ constraint and was decoded again as a plain ``Batch``, or a batch built in code.
 involve more than one value (timestamps against the collector's clock, a GPU listed twice,
 a sample of an unlisted GPU) are the walk's own.
 
+Every field is bounded twice over: by what the ledger stores (integers up to ``INT64_MAX``:
+a larger one would fail every commit that holds it, for the whole fleet) and by what a
+batch may sensibly carry (string lengths, list and label counts, which also keep a batch's
+record within the batch log's framing); numbers too by what a GPU physically reports
+(collector/analysis/physical.py). Whatever documents the API reads the bounds from here.
+
 The checked types subclass the wire structs, so a decoded batch is a ``Batch`` with
 ``GpuInfo``s and ``GpuSample``s; but msgspec structs of different classes never compare
 equal, so compare a decoded one with a constructed one through ``msgspec.to_builtins``.
@@ -19,32 +25,63 @@ from __future__ import annotations
 
 import math
 import types
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Annotated, Any, cast, get_args
+from typing import Annotated, Any, cast, get_args, get_origin
 
 import msgspec
 
-from agent.model import Batch, GpuInfo, GpuSample, ProcessSample
+from agent.model import Batch, GpuInfo, GpuSample, ProcessSample, Workload
+from collector.analysis.physical import (
+    MAX_CELSIUS,
+    MAX_POWER_WATTS,
+    MIN_CELSIUS,
+    UNRATED_MAX_WATTS,
+)
+
+#: the largest integer the ledger stores (SQLite's INTEGER and PostgreSQL's BIGINT are
+#: signed 64-bit): a larger one would fail the commit that holds it
+INT64_MAX = 2**63 - 1
+#: characters of a node name (a Kubernetes node name is a DNS name: at most 253), and of a
+#: workload's names (Kubernetes object names, Slurm ids, users, teams)
+NAME_CHARS = 253
+#: characters of an identifier: a boot id, a GPU or MIG uuid (~40-60 as NVML writes them)
+ID_CHARS = 128
+#: characters of any other text: model names, versions, a process name, a label key or value
+TEXT_CHARS = 1024
+#: entries of one batch: its GPUs (a node's boards and MIG instances), its samples
+MAX_GPUS = 1024
+MAX_SAMPLES = 100_000
+#: entries of one sample or label set
+MAX_PROCESSES = 1024
+MAX_WORKLOADS = 64
+MAX_XIDS = 256
+MAX_LABELS = 64
 
 
 @dataclass(frozen=True, slots=True)
 class Rule:
     """What a field's value must be; ``None`` always passes ("this GPU cannot say").
 
-    A number must be finite and within ``[ge, le]``, a string at least ``min_length``
-    characters long. ``words`` end the message refusing a value: ``$.seq = -1: must be >= 0``.
+    A number must be finite and within ``[ge, le]``; a string ``min_length`` to
+    ``max_length`` characters long; a tuple or dict at most ``max_length`` entries, each
+    (every key and value of a dict) held to ``each``. ``words`` end the message refusing
+    a value: ``$.seq = -1: must be from 0 to ...``.
     """
 
     words: str
     ge: float = -math.inf
     le: float = math.inf
     min_length: int = 0
+    max_length: int | None = None
+    each: Rule | None = None
 
-    def accepts(self, value: float | str | None) -> bool:
+    def accepts(self, value: object) -> bool:
         if value is None:
             return True
-        if isinstance(value, str):
-            return len(value) >= self.min_length
+        if isinstance(value, str | tuple | dict):
+            return self.min_length <= len(value) <= (self.max_length or len(value))
+        assert isinstance(value, int | float)
         return self.ge <= value <= self.le and -math.inf < value < math.inf  # NaN fails
 
     def meta(self, base: type) -> msgspec.Meta:
@@ -58,63 +95,133 @@ class Rule:
             bounds["le"] = base(self.le)
         if self.min_length:
             bounds["min_length"] = self.min_length
+        if self.max_length is not None:
+            bounds["max_length"] = self.max_length
         return msgspec.Meta(**bounds)
 
 
 RATIO = Rule("must be between 0 and 1", ge=0.0, le=1.0)
 NON_NEGATIVE = Rule("must be a finite number >= 0", ge=0.0)
 FINITE = Rule("must be a finite number")
-NOT_EMPTY = Rule("must not be empty", min_length=1)
+#: an integer the ledger can hold: counts, bytes, bitmasks, pids, indexes
+COUNT = Rule(
+    f"must be an integer from 0 to {INT64_MAX} (what the ledger stores)", ge=0, le=INT64_MAX
+)
+NODE_NAME = Rule(
+    f"must be 1 to {NAME_CHARS} characters (a Kubernetes node name)",
+    min_length=1,
+    max_length=NAME_CHARS,
+)
+NAME = Rule(f"must be at most {NAME_CHARS} characters", max_length=NAME_CHARS)
+ID = Rule(f"must be 1 to {ID_CHARS} characters", min_length=1, max_length=ID_CHARS)
+OPTIONAL_ID = Rule(f"must be at most {ID_CHARS} characters", max_length=ID_CHARS)
+TEXT = Rule(f"must be at most {TEXT_CHARS} characters", max_length=TEXT_CHARS)
+LABELS = Rule(f"must have at most {MAX_LABELS} labels", max_length=MAX_LABELS, each=TEXT)
+CELSIUS = Rule(
+    f"must be from {MIN_CELSIUS:g} to {MAX_CELSIUS:g} degC", ge=MIN_CELSIUS, le=MAX_CELSIUS
+)
+#: clocks in hertz: no GPU clock runs at 10 GHz
+HERTZ = Rule("must be from 0 to 1e10 Hz", ge=0.0, le=1e10)
 
 #: ``Batch``'s identity; the order of each table is the order problems are reported in
 BATCH_RULES: dict[str, Rule] = {
-    "node": NOT_EMPTY,
-    "agent_boot_id": NOT_EMPTY,
-    "seq": Rule("must be >= 0", ge=0.0),
+    "node": NODE_NAME,
+    "agent_boot_id": ID,
+    "seq": COUNT,
     "sent_at": FINITE,
+    "gpus": Rule(f"must list at most {MAX_GPUS} GPUs", max_length=MAX_GPUS),
+    "samples": Rule(
+        f"must carry at most {MAX_SAMPLES} samples: send smaller batches "
+        "(the agent's shipper.max_samples_per_batch)",
+        max_length=MAX_SAMPLES,
+    ),
+    "agent_version": TEXT,
+    "node_labels": LABELS,
 }
 GPU_RULES: dict[str, Rule] = {
-    "uuid": NOT_EMPTY,
-    "power_limit_watts": NON_NEGATIVE,
-    "memory_total_bytes": NON_NEGATIVE,
-    "index": NON_NEGATIVE,
+    "uuid": ID,
+    "index": COUNT,
+    "name": TEXT,
+    "architecture": TEXT,
+    "memory_total_bytes": COUNT,
+    "pci_bus_id": TEXT,
+    "mig_parent_uuid": OPTIONAL_ID,
+    "mig_profile": TEXT,
+    "mig_gpu_instance_id": COUNT,
+    "driver_version": TEXT,
+    "cuda_version": TEXT,
+    "power_limit_watts": Rule(
+        f"must be from 0 to {UNRATED_MAX_WATTS:g} W (no GPU is rated higher)",
+        ge=0.0,
+        le=UNRATED_MAX_WATTS,
+    ),
 }
-#: ``GpuSample``'s values (its timestamp is checked against the collector's clock instead)
+#: ``GpuSample``'s values (its timestamp is checked against the collector's clock instead;
+#: its power against its GPU's rating too, in decode.py)
 SAMPLE_RULES: dict[str, Rule] = {
+    "gpu_uuid": ID,
     "sm_activity": RATIO,
     "sm_occupancy": RATIO,
     "tensor_activity": RATIO,
     "dram_activity": RATIO,
-    "power_watts": NON_NEGATIVE,
+    "power_watts": Rule(
+        f"must be from 0 to {MAX_POWER_WATTS:g} W (no GPU draws more)", ge=0.0, le=MAX_POWER_WATTS
+    ),
     "energy_joules": NON_NEGATIVE,
-    "sm_clock_hertz": NON_NEGATIVE,
-    "memory_clock_hertz": NON_NEGATIVE,
-    "memory_used_bytes": NON_NEGATIVE,
-    "memory_total_bytes": NON_NEGATIVE,
-    "memory_reserved_bytes": NON_NEGATIVE,
-    "throttle_reasons": NON_NEGATIVE,
-    "ecc_corrected_total": NON_NEGATIVE,
-    "ecc_uncorrected_total": NON_NEGATIVE,
-    "remapped_rows_correctable": NON_NEGATIVE,
-    "remapped_rows_uncorrectable": NON_NEGATIVE,
-    "temperature_celsius": FINITE,
-    "memory_temperature_celsius": FINITE,
+    "temperature_celsius": CELSIUS,
+    "memory_temperature_celsius": CELSIUS,
+    "memory_used_bytes": COUNT,
+    "memory_total_bytes": COUNT,
+    "memory_reserved_bytes": COUNT,
+    "sm_clock_hertz": HERTZ,
+    "memory_clock_hertz": HERTZ,
+    "throttle_reasons": COUNT,
+    "xid_errors": Rule(f"must list at most {MAX_XIDS} XIDs", max_length=MAX_XIDS, each=COUNT),
+    "ecc_corrected_total": COUNT,
+    "ecc_uncorrected_total": COUNT,
+    "remapped_rows_correctable": COUNT,
+    "remapped_rows_uncorrectable": COUNT,
+    "processes": Rule(f"must list at most {MAX_PROCESSES} processes", max_length=MAX_PROCESSES),
+    "workloads": Rule(f"must list at most {MAX_WORKLOADS} workloads", max_length=MAX_WORKLOADS),
+    "error": TEXT,
 }
 PROCESS_RULES: dict[str, Rule] = {
-    "pid": NON_NEGATIVE,
-    "used_memory_bytes": NON_NEGATIVE,
+    "pid": COUNT,
+    "used_memory_bytes": COUNT,
     "sm_share": RATIO,
+    "type": TEXT,
+    "name": TEXT,
+}
+#: ``Workload``'s names, on a sample and on a process
+WORKLOAD_RULES: dict[str, Rule] = {
+    "id": NAME,
+    "name": NAME,
+    "namespace": NAME,
+    "container": NAME,
+    "slurm_job_id": NAME,
+    "user": NAME,
+    "team": NAME,
+    "labels": LABELS,
 }
 
 
 def _constrained(kind: Any, rule: Rule | None) -> Any:
-    """``kind`` (a type, or an optional one) with ``rule`` as its msgspec constraint."""
+    """``kind`` (a type, or an optional one) with ``rule`` as its msgspec constraint, and
+    ``rule.each`` on its entries (a tuple's items, a dict's keys and values)."""
     if rule is None:
         return kind
     if isinstance(kind, types.UnionType):
         (base,) = [t for t in get_args(kind) if t is not type(None)]
-        return Annotated[base, rule.meta(base)] | None
-    return Annotated[kind, rule.meta(kind)]
+        return _constrained(base, rule) | None
+    origin = get_origin(kind) or kind
+    if rule.each is not None:
+        args = get_args(kind)
+        if origin is tuple:
+            kind = tuple[_constrained(args[0], rule.each), ...]  # type: ignore[misc]
+        else:
+            kind = dict[_constrained(args[0], rule.each), _constrained(args[1], rule.each)]  # type: ignore[misc]
+    base = origin if origin in (int, float) else None
+    return Annotated[kind, rule.meta(base or int)]
 
 
 def _checked_subclass(struct: type[Any], rules: dict[str, Rule], nested: dict[str, Any]) -> Any:
@@ -123,7 +230,7 @@ def _checked_subclass(struct: type[Any], rules: dict[str, Rule], nested: dict[st
     subclass keeps ``struct``'s field order and defaults."""
     fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
     for f in msgspec.structs.fields(struct):
-        kind = nested.get(f.name) or _constrained(f.type, rules.get(f.name))
+        kind = _constrained(nested.get(f.name, f.type), rules.get(f.name))
         if f.required:
             fields.append((f.name, kind))
         elif f.default_factory is not msgspec.NODEFAULT:
@@ -134,13 +241,22 @@ def _checked_subclass(struct: type[Any], rules: dict[str, Rule], nested: dict[st
     return msgspec.defstruct(name, fields, bases=(struct,), module=__name__)
 
 
-CheckedGpuInfo = cast(type[GpuInfo], _checked_subclass(GpuInfo, GPU_RULES, {}))
+CheckedWorkload = cast(type[Workload], _checked_subclass(Workload, WORKLOAD_RULES, {}))
 CheckedProcessSample = cast(
-    type[ProcessSample], _checked_subclass(ProcessSample, PROCESS_RULES, {})
+    type[ProcessSample],
+    _checked_subclass(ProcessSample, PROCESS_RULES, {"workload": CheckedWorkload | None}),
 )
-_CHECKED_PROCESSES = tuple[CheckedProcessSample, ...]  # type: ignore[valid-type]
+CheckedGpuInfo = cast(type[GpuInfo], _checked_subclass(GpuInfo, GPU_RULES, {}))
 CheckedGpuSample = cast(
-    type[GpuSample], _checked_subclass(GpuSample, SAMPLE_RULES, {"processes": _CHECKED_PROCESSES})
+    type[GpuSample],
+    _checked_subclass(
+        GpuSample,
+        SAMPLE_RULES,
+        {
+            "processes": tuple[CheckedProcessSample, ...],  # type: ignore[valid-type]
+            "workloads": tuple[CheckedWorkload, ...],  # type: ignore[valid-type]
+        },
+    ),
 )
 #: a Batch that msgspec held to every rule of the table while decoding it
 CheckedBatch = cast(
@@ -154,3 +270,32 @@ CheckedBatch = cast(
         },
     ),
 )
+
+
+#: a refusal message quotes at most this much of a string
+SHOWN_CHARS = 64
+
+
+def breaches(
+    path: str, struct: object, rules: dict[str, Rule]
+) -> Iterator[tuple[str, object, Rule]]:
+    """Each value of ``struct`` (at JSON path ``path``) that breaks its rule in ``rules``,
+    as (the field's path, the value, the rule): a tuple's items and a dict's keys and
+    values held to the rule's ``each`` are named by the container's path."""
+    for name, rule in rules.items():
+        value = getattr(struct, name)
+        if not rule.accepts(value):
+            yield f"{path}.{name}", value, rule
+        elif rule.each is not None and value:
+            each = rule.each
+            entries = [*value.keys(), *value.values()] if isinstance(value, dict) else value
+            yield from ((f"{path}.{name}", v, each) for v in entries if not each.accepts(v))
+
+
+def shown(value: object) -> str:
+    """``value`` as a message shows it: a long string cut short, a container by its size."""
+    if isinstance(value, str) and len(value) > SHOWN_CHARS:
+        return f"{value[:SHOWN_CHARS]!r}... ({len(value)} characters)"
+    if isinstance(value, tuple | dict):
+        return f"<{len(value)} entries>"
+    return repr(value)

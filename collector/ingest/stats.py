@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections import Counter
 
-from collector.backend import IngestCounters, RejectReason
+from collector.backend import ImplausibleField, IngestCounters, LateReason, RejectReason
 
 
 class IngestStats:
@@ -17,7 +17,8 @@ class IngestStats:
         self._rejected_batches: Counter[str] = Counter()
         self._rejected_samples: Counter[str] = Counter()
         self._samples = 0
-        self._late = 0
+        self._late: Counter[str] = Counter()
+        self._implausible: Counter[str] = Counter()
         self._seconds = 0.0
         self.last_ingest_at: float | None = None
 
@@ -36,9 +37,13 @@ class IngestStats:
             self._rejected_batches[reason.value] += 1
             self._rejected_samples[reason.value] += samples
 
-    def count_late(self, samples: int = 1) -> None:
+    def count_late(self, samples: int, reason: LateReason) -> None:
         with self._lock:
-            self._late += samples
+            self._late[reason.value] += samples
+
+    def count_implausible(self, field: ImplausibleField, samples: int) -> None:
+        with self._lock:
+            self._implausible[field.value] += samples
 
     def snapshot(self) -> IngestCounters:
         with self._lock:
@@ -48,6 +53,8 @@ class IngestStats:
                 batches_rejected=dict(self._rejected_batches),
                 samples_accepted=self._samples,
                 samples_rejected=dict(self._rejected_samples),
-                late_samples=self._late,
+                late_samples=sum(self._late.values()),
+                late_samples_by_reason=dict(self._late),
+                implausible_samples=dict(self._implausible),
                 ingest_seconds=self._seconds,
             )

@@ -165,8 +165,18 @@ LATE_SAMPLES = MetricSpec(
     "gpufleet_collector_late_samples_total",
     "counter",
     "",
-    (),
-    "Samples that arrived behind already-applied event time (outside the reorder window).",
+    ("reason",),
+    "Samples of accepted batches not accounted, by reason: behind_applied (behind event "
+    "time already applied: a node clock that stepped, or a batch held too long), "
+    "duplicate_timestamp.",
+)
+IMPLAUSIBLE_SAMPLES = MetricSpec(
+    "gpufleet_collector_implausible_samples_total",
+    "counter",
+    "",
+    ("field",),
+    "Accepted values not taken as measured because no GPU can produce them, by field "
+    "(energy_joules: a counter delta above what the GPU can draw; estimated from power).",
 )
 INGEST_SECONDS = MetricSpec(
     "gpufleet_collector_ingest_seconds_total",
@@ -326,6 +336,7 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     SAMPLES,
     REJECTED_SAMPLES,
     LATE_SAMPLES,
+    IMPLAUSIBLE_SAMPLES,
     INGEST_SECONDS,
     INTAKE_CORRUPT_RECORDS,
     LAST_INGEST,

@@ -10,6 +10,7 @@ A backend call that fails drops its part of the scrape, logs, and counts in
 
 from __future__ import annotations
 
+import enum
 import logging
 import threading
 from collections import Counter, defaultdict
@@ -23,6 +24,8 @@ from collector.backend import (
     FleetRates,
     FleetTotals,
     HealthReport,
+    ImplausibleField,
+    LateReason,
     RatesSource,
     RejectReason,
     summarise_fleet,
@@ -232,10 +235,16 @@ def ingest_families(totals: FleetTotals) -> list[Metric]:
         filled(cat.REJECTED_BATCHES, rejected),
         filled(cat.SAMPLES, {(): float(counters.samples_accepted)}),
         filled(cat.REJECTED_SAMPLES, _by_reason(counters.samples_rejected)),
-        filled(cat.LATE_SAMPLES, {(): float(counters.late_samples)}),
+        filled(cat.LATE_SAMPLES, _all_of(LateReason, counters.late_samples_by_reason)),
+        filled(cat.IMPLAUSIBLE_SAMPLES, _all_of(ImplausibleField, counters.implausible_samples)),
         filled(cat.INGEST_SECONDS, {(): counters.ingest_seconds}),
         filled(cat.INTAKE_CORRUPT_RECORDS, {(): float(totals.intake_corrupt_records)}),
     ]
+
+
+def _all_of(kinds: type[enum.StrEnum], counts: dict[str, int]) -> dict[Labels, float]:
+    """Each of ``kinds`` as a label value, at 0 until counted."""
+    return {(kind.value,): float(counts.get(kind.value, 0)) for kind in kinds}
 
 
 def _by_reason(counts: dict[str, int]) -> dict[Labels, float]:

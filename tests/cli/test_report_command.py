@@ -4,7 +4,7 @@ them, against what those batches say happened (the truth below, not the code's o
 Three GPUs for two hours, 22:00 to 24:00 UTC, a reading every 10 s:
 GPU-a (H100, node n1) held by pod ml/nb, idle, 100 W, with an energy counter;
 GPU-b (H100, node n1) held by nobody, idle, 60 W, with an energy counter;
-GPU-c (L4, node n2) held by pod cv/det, busy, 300 W, no counter (energy estimated).
+GPU-c (L4, node n2) held by pod cv/det, busy, 70 W (its TDP is 72 W), no counter (energy estimated).
 """
 
 from __future__ import annotations
@@ -45,13 +45,13 @@ TRUTH = {
     "gpu_hours": 6.0,
     "waste": 4 * H100,
     "cost": 4 * H100 + 2 * L4,
-    "energy_kwh": (100 + 60 + 300) * 7200 / KWH,
-    "estimated_energy_kwh": 300 * 7200 / KWH,
+    "energy_kwh": (100 + 60 + 70) * 7200 / KWH,
+    "estimated_energy_kwh": 70 * 7200 / KWH,
 }
 #: per namespace: (idle GPU-hours, waste, kWh, estimated kWh)
 BY_NAMESPACE = {
     "ml": (2.0, 2 * H100, 100 * 7200 / KWH, 0.0),
-    "cv": (0.0, 0.0, 300 * 7200 / KWH, 300 * 7200 / KWH),
+    "cv": (0.0, 0.0, 70 * 7200 / KWH, 70 * 7200 / KWH),
     "(unallocated)": (2.0, 2 * H100, 60 * 7200 / KWH, 0.0),
 }
 
@@ -64,7 +64,7 @@ def reading(gpu: str, t: float) -> GpuSample:
         return GpuSample(timestamp=H22 + t, gpu_uuid=gpu, sm_activity=0.0, dram_activity=0.0,
                          power_watts=60.0, energy_joules=60.0 * t)  # fmt: skip
     return GpuSample(timestamp=H22 + t, gpu_uuid=gpu, sm_activity=0.7, dram_activity=0.4,
-                     power_watts=300.0, workloads=(CV,))  # fmt: skip
+                     power_watts=70.0, workloads=(CV,))  # fmt: skip
 
 
 @pytest.fixture(scope="module")

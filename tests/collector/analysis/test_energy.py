@@ -26,22 +26,22 @@ def s(
 
 
 def test_counter_delta_is_exact() -> None:
-    assert interval_energy(s(0, 1000.0, 50), s(10, 1700.0, 90)) == (700.0, False)
+    assert interval_energy(s(0, 1000.0, 50), s(10, 1700.0, 90)) == (700.0, False, False)
 
 
 def test_counter_decrease_is_a_reload_and_falls_back_to_trapezoid() -> None:
-    assert interval_energy(s(0, 9e6, 100), s(10, 200.0, 300)) == (2000.0, True)
+    assert interval_energy(s(0, 9e6, 100), s(10, 200.0, 300)) == (2000.0, True, False)
 
 
 def test_no_counter_trapezoid_then_rectangle_then_nothing() -> None:
-    assert interval_energy(s(0, None, 100), s(4, None, 200)) == (600.0, True)
-    assert interval_energy(s(0, 10.0, 100), s(4, None, None)) == (400.0, True)
-    assert interval_energy(s(0, None, None), s(4, None, 50)) == (200.0, True)
-    assert interval_energy(s(0), s(4)) == (0.0, True)
+    assert interval_energy(s(0, None, 100), s(4, None, 200)) == (600.0, True, False)
+    assert interval_energy(s(0, 10.0, 100), s(4, None, None)) == (400.0, True, False)
+    assert interval_energy(s(0, None, None), s(4, None, 50)) == (200.0, True, False)
+    assert interval_energy(s(0), s(4)) == (0.0, True, False)
 
 
 def test_time_not_advancing_gives_zero_without_counter() -> None:
-    assert interval_energy(s(5, None, 100), s(5, None, 100)) == (0.0, True)
+    assert interval_energy(s(5, None, 100), s(5, None, 100)) == (0.0, True, False)
 
 
 @given(
@@ -51,7 +51,7 @@ def test_time_not_advancing_gives_zero_without_counter() -> None:
 def test_energy_is_never_negative(
     t0: float, e0: float | None, e1: float | None, p0: float | None, p1: float | None, dt: float
 ) -> None:
-    joules, estimated = interval_energy(s(t0, e0, p0), s(t0 + dt, e1, p1))
+    joules, estimated, _ = interval_energy(s(t0, e0, p0), s(t0 + dt, e1, p1))
     assert joules >= 0.0 and math.isfinite(joules)
     assert estimated == (e0 is None or e1 is None or e1 < e0)
 
@@ -116,3 +116,11 @@ def test_mig_parts_sum_to_parent_and_are_nonnegative(
     assert len(parts) == len(activity)
     assert all(v >= 0 for v in parts.values())
     assert math.fsum(parts.values()) == pytest.approx(parent, rel=1e-12, abs=1e-9)
+
+
+def test_a_counter_jump_past_what_the_gpu_can_draw_is_estimated_from_power() -> None:
+    """A 700 W-bound GPU over 10 s (+1 s of slack) can use 7,700 J; a counter saying
+    more is no measurement: the interval is integrated from power, and flagged."""
+    assert interval_energy(s(0, 0.0, 100), s(10, 7700.0, 300), 700.0) == (7700.0, False, False)
+    assert interval_energy(s(0, 0.0, 100), s(10, 1e15, 300), 700.0) == (2000.0, True, True)
+    assert interval_energy(s(0, 0.0), s(10, 1e15), 700.0) == (0.0, True, True)

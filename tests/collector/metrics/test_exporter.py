@@ -87,6 +87,8 @@ def fleet_backend() -> FakeBackend:
             samples_accepted=80,
             samples_rejected={"invalid_value": 24},
             late_samples=5,
+            late_samples_by_reason={"behind_applied": 4, "duplicate_timestamp": 1},
+            implausible_samples={"energy_joules": 2},
             ingest_seconds=0.25,
         ),
         intake_corrupt_records=1,
@@ -218,7 +220,11 @@ def test_ingest_counters_list_every_reason() -> None:
     assert value(found, rejected, reason="unknown_gpu") == 0
     assert value(found, "gpufleet_collector_rejected_samples_total", reason="invalid_value") == 24
     assert value(found, "gpufleet_collector_samples_total") == 80
-    assert value(found, "gpufleet_collector_late_samples_total") == 5
+    late = "gpufleet_collector_late_samples_total"
+    assert value(found, late, reason="behind_applied") == 4
+    assert value(found, late, reason="duplicate_timestamp") == 1
+    implausible = "gpufleet_collector_implausible_samples_total"
+    assert value(found, implausible, field="energy_joules") == 2
     assert value(found, "gpufleet_collector_ingest_seconds_total") == 0.25
     assert value(found, "gpufleet_collector_pending_samples") == 7
     assert value(found, "gpufleet_collector_ledger_up") == 1
