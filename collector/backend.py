@@ -45,6 +45,16 @@ class RejectReason(enum.StrEnum):
     DUPLICATE_GPU = "duplicate_gpu"
 
 
+class FailureReason(enum.StrEnum):
+    """Why a ledger commit or a batch-log append failed; the metrics' ``reason`` label."""
+
+    DISK_FULL = "disk_full"
+    READ_ONLY = "read_only"
+    #: a value the ledger cannot hold (an integer past SQLite's 64 bits)
+    OVERFLOW = "overflow"
+    OTHER = "other"
+
+
 class IngestError(Exception):
     """A batch the collector refuses: HTTP ``status``, a message, and the offending field
     as a JSON path (``$.samples[3].power_watts``) where one can be named."""
@@ -89,8 +99,39 @@ class WorkloadReport:
 
 
 @dataclass(frozen=True, slots=True)
+class QuarantinedBatchInfo:
+    """A batch set aside because it cannot be applied (collector/ledger/quarantine.py)."""
+
+    batch_id: int
+    node: str
+    agent_boot_id: str
+    seq: int
+    quarantined_at: float
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
+class WritePath:
+    """The write path's state, for ``/healthz``, ``/readyz`` and ``/metrics`` (Unix s)."""
+
+    #: the last successful ledger commit; None before the first of this process
+    last_commit_at: float | None = None
+    #: ledger commits failed since the start, by reason (disk_full, read_only, ...)
+    commit_failures: dict[str, int] = field(default_factory=dict)
+    #: batch-log appends failed since the start (each answered 503), by reason
+    intake_failures: dict[str, int] = field(default_factory=dict)
+    #: acknowledged batches not yet applied: count, bytes as stored, the oldest's arrival
+    backlog_batches: int = 0
+    backlog_bytes: int = 0
+    oldest_pending_at: float | None = None
+    quarantined_batches: int = 0
+    newest_quarantined: QuarantinedBatchInfo | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class HealthReport:
-    """``GET /healthz``: 200 when ``ledger_ok``, else 503."""
+    """``GET /healthz``: 200 when ``ledger_ok``, else 503. ``GET /readyz`` answers
+    ``ready`` and ``problems`` alone."""
 
     ledger_ok: bool
     #: wall-clock time the last batch was accepted; None before the first one
@@ -102,6 +143,19 @@ class HealthReport:
     detail: str = ""
     #: node -> how far its clock is ahead of the collector's, in seconds (negative: behind)
     clock_offsets: dict[str, float] = field(default_factory=dict)
+    #: the write path works: the ledger answers, commits and intake-log appends succeed
+    #: (False: ``problems`` says what fails and what to do; ``ledger_ok`` is False too)
+    ready: bool = True
+    problems: tuple[str, ...] = ()
+    write_path: WritePath = field(default_factory=WritePath)
+
+
+@dataclass(frozen=True, slots=True)
+class ReadinessResponse:
+    """``GET /readyz``: 200 when ``ready``, else 503 with what fails and what to do."""
+
+    ready: bool
+    problems: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

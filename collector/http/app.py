@@ -2,10 +2,13 @@
 
 Routes: ``POST /v1/batches``, ``GET /v1/fleet``, ``GET /v1/workloads``,
 ``GET /v1/recommendations``, ``POST /v1/recommendations/{rec_id}/dismiss``,
-``GET /healthz``, ``GET /metrics``, ``GET /openapi.json``, ``GET /docs``.
+``GET /healthz``, ``GET /livez``, ``GET /readyz``, ``GET /metrics``, ``GET /openapi.json``,
+``GET /docs``. ``/livez`` answers on the event loop without touching the core (a wedged
+loop is the one thing it reports); ``/readyz`` answers whether the write path works,
+``/healthz`` the detailed report (both 503 when it does not).
 
 Every /v1 route needs ``Authorization: Bearer <token>`` unless ``server.allow_anonymous``;
-/healthz, /metrics and the docs are open, as probes and Prometheus expect. Errors are JSON
+the probes, /metrics and the docs are open, as probes and Prometheus expect. Errors are JSON
 ``{"error", "field", "reason"}``. Backend calls (SQLite I/O) run in worker threads; a
 batch's body goes to the backend's ingest thread (``submit``), decoded and checked there.
 Requests are logged without headers or query strings, so tokens never reach a log.
@@ -34,6 +37,7 @@ from collector.backend import (
     CollectorBackend,
     FleetResponse,
     IngestError,
+    ReadinessResponse,
     RecommendationsResponse,
     RejectReason,
     WorkloadsResponse,
@@ -49,6 +53,8 @@ from collector.metrics.exporter import FleetExporter
 from collector.usage_report import ledger_period
 
 log = logging.getLogger(__name__)
+#: ``GET /livez``: the process serves
+LIVE = {"live": True}
 
 
 def create_app(
@@ -77,6 +83,8 @@ def create_app(
         # :path, because an id may hold a slash ("release_idle:pod:ml/notebook-7")
         Route("/v1/recommendations/{rec_id:path}/dismiss", guard(api.dismiss), methods=["POST"]),
         Route("/healthz", api.healthz, methods=["GET"]),
+        Route("/livez", _livez, methods=["GET"]),
+        Route("/readyz", api.readyz, methods=["GET"]),
         Route("/metrics", _metrics_endpoint(registry), methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
         Route("/docs", docs, methods=["GET"]),
@@ -179,6 +187,19 @@ class _Api:
             log.exception("health check failed")
             return error_response(503, f"health check failed: {type(err).__name__}")
         return json_response(report, 200 if report.ledger_ok else 503)
+
+    async def readyz(self, request: Request) -> Response:
+        try:
+            report = await run_in_threadpool(self.backend.health)
+        except Exception as err:
+            log.exception("readiness check failed")
+            return error_response(503, f"readiness check failed: {type(err).__name__}")
+        ready = ReadinessResponse(report.ready, report.problems)
+        return json_response(ready, 200 if report.ready else 503)
+
+
+async def _livez(request: Request) -> Response:
+    return json_response(LIVE)
 
 
 async def _read_body(request: Request, max_bytes: int) -> bytes:

@@ -17,6 +17,7 @@ from collector.backend import (
     ErrorResponse,
     FleetResponse,
     HealthReport,
+    ReadinessResponse,
     RecommendationsResponse,
     WorkloadsResponse,
 )
@@ -31,6 +32,7 @@ _SCHEMA_TYPES: tuple[Any, ...] = (
     RecommendationsResponse,
     Recommendation,
     HealthReport,
+    ReadinessResponse,
 )
 _REF = "#/components/schemas/{name}"
 
@@ -120,9 +122,16 @@ def _paths() -> dict[str, Any]:
             {"200": _json("Recommendation", "The dismissed recommendation"),
              "404": _error("No recommendation with that id")},
             parameters=[rec_id])},
-        "/healthz": {"get": _operation("Liveness and ledger health", {
+        "/healthz": {"get": _operation("The detailed health report: ledger, write path", {
             "200": _json("HealthReport", "Healthy"),
-            "503": _json("HealthReport", "The ledger does not answer")},
+            "503": _json("HealthReport", "The ledger does not answer or its writes fail")},
+            authenticated=False)},
+        "/livez": {"get": _operation("Liveness: the process serves requests", {
+            "200": {"description": "Live", "content": {"application/json": {}}}},
+            authenticated=False)},
+        "/readyz": {"get": _operation("Readiness: the write path works", {
+            "200": _json("ReadinessResponse", "Ready"),
+            "503": _json("ReadinessResponse", "Not ready: what fails and what to do")},
             authenticated=False)},
         "/metrics": {"get": _operation("Prometheus metrics (text or OpenMetrics by Accept)", {
             "200": {"description": "Exposition", "content": {"text/plain": {}}}},
@@ -148,7 +157,8 @@ def openapi_document(version: str = "0") -> dict[str, Any]:
             "version": version,
             "description": "Ingest from gpufleet agents; fleet, workload and "
             "recommendation views. Reads and writes need a bearer token unless the "
-            "collector allows anonymous access; /healthz, /metrics and the docs are open.",
+            "collector allows anonymous access; the probes (/healthz, /livez, /readyz), "
+            "/metrics and the docs are open.",
         },
         "paths": _paths(),
         "components": {
