@@ -18,6 +18,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import msgspec
+
 from agent.model import BatchAck
 from collector.records import (
     DuplicateGpu,
@@ -98,14 +100,16 @@ class WorkloadReport:
     longest_idle_seconds: float = 0.0
 
 
-@dataclass(frozen=True, slots=True)
-class QuarantinedBatchInfo:
-    """A batch set aside because it cannot be applied (collector/ledger/quarantine.py)."""
+class QuarantinedBatch(msgspec.Struct, frozen=True):
+    """A batch set aside because it cannot be applied (collector/ledger/quarantine.py
+    keeps this as ``<id>.json``): its identity, when and why."""
 
     batch_id: int
     node: str
     agent_boot_id: str
     seq: int
+    received_at: float
+    sample_count: int
     quarantined_at: float
     error: str
 
@@ -125,7 +129,7 @@ class WritePath:
     backlog_bytes: int = 0
     oldest_pending_at: float | None = None
     quarantined_batches: int = 0
-    newest_quarantined: QuarantinedBatchInfo | None = None
+    newest_quarantined: QuarantinedBatch | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,6 @@ from collector.accounting.rates import Rates
 from collector.backend import (
     FleetTotals,
     HealthReport,
-    QuarantinedBatchInfo,
     RejectReason,
     WorkloadReport,
     WritePath,
@@ -128,7 +127,6 @@ class CollectorService:
     def write_path(self) -> WritePath:
         backlog, quarantined = self.ledger.intake_backlog(), self.ledger.quarantined()
         state = self.applier.health.state() if self.applier is not None else None
-        newest = quarantined.newest
         return WritePath(
             last_commit_at=state.last_commit_at if state else None,
             commit_failures=state.commit_failures if state else {},
@@ -137,11 +135,8 @@ class CollectorService:
             backlog_bytes=backlog.bytes,
             oldest_pending_at=backlog.oldest_received_at,
             quarantined_batches=quarantined.count,
-            newest_quarantined=QuarantinedBatchInfo(
-                newest.batch_id, newest.node, newest.agent_boot_id, newest.seq,
-                newest.quarantined_at, newest.error,
-            ) if newest is not None else None,
-        )  # fmt: skip
+            newest_quarantined=quarantined.newest,
+        )
 
     def fleet_totals(self) -> FleetTotals:
         totals = reports.LedgerTotals.read(self.ledger, self.accountant.workload_models())

@@ -182,8 +182,9 @@ class IngestQueue:
         # durable and pending: after a crash ``restore`` replays it, and a tick deletes
         # only batches it has buffered
         if (where := unstorable(batch)) is not None:
-            err = IngestError(422, unstorable_message(where), where.partition(" ")[0],
-                              RejectReason.INVALID_VALUE)  # fmt: skip
+            err = IngestError(
+                422, unstorable_message(where), where.partition(" ")[0], RejectReason.INVALID_VALUE
+            )
             err.samples = len(batch.samples)
             return self._quarantine(LoggedBatch(batch_id, record), err)
         try:

@@ -27,23 +27,11 @@ from pathlib import Path
 
 import msgspec
 
+from collector.backend import QuarantinedBatch
 from collector.ledger.batch_log import LoggedBatch
 from gpufleet.durable import fsync_directory
 
 log = logging.getLogger(__name__)
-
-
-class QuarantinedBatch(msgspec.Struct, frozen=True):
-    """What ``<id>.json`` holds: the batch's identity, when and why it was set aside."""
-
-    batch_id: int
-    node: str
-    agent_boot_id: str
-    seq: int
-    received_at: float
-    sample_count: int
-    quarantined_at: float
-    error: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,8 +71,14 @@ class Quarantine:
         log.error(
             "batch %d (node %s, agent boot %s, seq %d) cannot be applied and is quarantined%s: "
             "%s; the other batches go on; fix and resend %d.batch, or delete it",
-            logged.batch_id, e.node, e.boot_id, e.seq, where, error, logged.batch_id,
-        )  # fmt: skip
+            logged.batch_id,
+            e.node,
+            e.boot_id,
+            e.seq,
+            where,
+            error,
+            logged.batch_id,
+        )
 
     def summary(self) -> QuarantineSummary:
         with self._lock:

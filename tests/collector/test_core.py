@@ -21,7 +21,7 @@ from collector.analysis.cost import PriceBook
 from collector.backend import IngestError
 from collector.config import AnalysisSettings, CarbonSettings, CollectorSettings
 from collector.ledger.observers import StoredBatch
-from collector.ledger.store import Ledger, LedgerError, LedgerWrite
+from collector.ledger.store import Ledger, LedgerWrite
 from collector.service import CollectorCore
 from collector.usage_report import ledger_period
 from gpufleet.settings import ConfigError, load_settings
