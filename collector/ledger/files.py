@@ -1,0 +1,70 @@
+"""The ledger's files, checked before SQLite opens them: the database, its ``-wal`` and
+``-shm`` beside it, and the directory that holds them.
+
+SQLite opens a database it cannot write read-only, without a word, and fails at the first
+write ("attempt to write a readonly database", naming no file). Worse, opening it creates
+the ``-wal`` and ``-shm`` files with the database file's mode: a read-only ledger leaves a
+read-only ``-shm``, and once the ledger's mode is fixed SQLite, finding a ``-shm`` it cannot
+write, still opens read-only; the start failed again until the stale ``-shm`` was removed
+by hand. So the files are checked first, and a start is refused naming the file and the
+fix before SQLite creates anything. A ``-wal`` or ``-shm`` this process cannot write, beside
+a ledger it can, gets the ledger's mode back (the shared-memory index holds nothing durable,
+and its content is left as it is); where that is not permitted, the start names it too.
+
+``os.access`` answers for this process: a read-only mount refuses even root, and file modes
+refuse everyone else.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+from pathlib import Path
+
+from collector.ledger.records import LedgerError
+
+log = logging.getLogger(__name__)
+
+_FIX = "or mount its volume read-write"
+
+
+def check_writable(path: str) -> None:
+    """Raise LedgerError naming the file and the fix when the ledger at ``path`` cannot be
+    written; restore the mode of a stale ``-wal``/``-shm`` (see the module docstring)."""
+    db = Path(path)
+    folder = db.parent
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise LedgerError(
+            f"ledger: the directory {folder} is not writable by this process "
+            f"({_who()}); SQLite writes the ledger's -wal and -shm files there: make it "
+            f"writable ({_FIX})"
+        )
+    if not db.exists():
+        return
+    if not os.access(db, os.W_OK):
+        raise LedgerError(
+            f"ledger: {db} is not writable by this process ({_who()}): make it writable "
+            f"(chmod u+w, chown it to the collector's user, {_FIX})"
+        )
+    for suffix in ("-wal", "-shm"):
+        side = Path(path + suffix)
+        if side.exists() and not os.access(side, os.W_OK):
+            _restore_mode(side, db)
+
+
+def _restore_mode(side: Path, db: Path) -> None:
+    mode = stat.S_IMODE(db.stat().st_mode)
+    try:
+        os.chmod(side, mode)
+    except OSError as err:
+        raise LedgerError(
+            f"ledger: {side} is not writable by this process ({_who()}) and its mode cannot "
+            f"be restored ({err}): stop every collector on this ledger, then chown it to "
+            f"the collector's user or delete it (SQLite rebuilds it)"
+        ) from err
+    log.warning("ledger: %s was not writable; given the ledger file's mode %o", side, mode)
+
+
+def _who() -> str:
+    return f"uid {os.getuid()}"
