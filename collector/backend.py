@@ -18,9 +18,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Protocol
 
-import msgspec
-
 from agent.model import BatchAck
+from collector.health import WritePath
 from collector.records import (
     DuplicateGpu,
     GpuState,
@@ -45,16 +44,6 @@ class RejectReason(enum.StrEnum):
     UNKNOWN_GPU = "unknown_gpu"
     #: a GPU uuid another node still reports (collector/fleet/claims.py)
     DUPLICATE_GPU = "duplicate_gpu"
-
-
-class FailureReason(enum.StrEnum):
-    """Why a ledger commit or a batch-log append failed; the metrics' ``reason`` label."""
-
-    DISK_FULL = "disk_full"
-    READ_ONLY = "read_only"
-    #: a value the ledger cannot hold (an integer past SQLite's 64 bits)
-    OVERFLOW = "overflow"
-    OTHER = "other"
 
 
 class IngestError(Exception):
@@ -100,38 +89,6 @@ class WorkloadReport:
     longest_idle_seconds: float = 0.0
 
 
-class QuarantinedBatch(msgspec.Struct, frozen=True):
-    """A batch set aside because it cannot be applied (collector/ledger/quarantine.py
-    keeps this as ``<id>.json``): its identity, when and why."""
-
-    batch_id: int
-    node: str
-    agent_boot_id: str
-    seq: int
-    received_at: float
-    sample_count: int
-    quarantined_at: float
-    error: str
-
-
-@dataclass(frozen=True, slots=True)
-class WritePath:
-    """The write path's state, for ``/healthz``, ``/readyz`` and ``/metrics`` (Unix s)."""
-
-    #: the last successful ledger commit; None before the first of this process
-    last_commit_at: float | None = None
-    #: ledger commits failed since the start, by reason (disk_full, read_only, ...)
-    commit_failures: dict[str, int] = field(default_factory=dict)
-    #: batch-log appends failed since the start (each answered 503), by reason
-    intake_failures: dict[str, int] = field(default_factory=dict)
-    #: acknowledged batches not yet applied: count, bytes as stored, the oldest's arrival
-    backlog_batches: int = 0
-    backlog_bytes: int = 0
-    oldest_pending_at: float | None = None
-    quarantined_batches: int = 0
-    newest_quarantined: QuarantinedBatch | None = None
-
-
 @dataclass(frozen=True, slots=True)
 class HealthReport:
     """``GET /healthz``: 200 when ``ledger_ok``, else 503. ``GET /readyz`` answers
@@ -152,14 +109,6 @@ class HealthReport:
     ready: bool = True
     problems: tuple[str, ...] = ()
     write_path: WritePath = field(default_factory=WritePath)
-
-
-@dataclass(frozen=True, slots=True)
-class ReadinessResponse:
-    """``GET /readyz``: 200 when ``ready``, else 503 with what fails and what to do."""
-
-    ready: bool
-    problems: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

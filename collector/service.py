@@ -24,11 +24,11 @@ from collector.backend import (
     HealthReport,
     RejectReason,
     WorkloadReport,
-    WritePath,
 )
 from collector.config import CollectorSettings
 from collector.fleet.live import LiveFleet
 from collector.fleet.rules import FleetRules
+from collector.health import WritePath
 from collector.ingest.decode import accept_body
 from collector.ingest.queue import IngestQueue
 from collector.ingest.stats import IngestStats

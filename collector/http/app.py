@@ -37,13 +37,13 @@ from collector.backend import (
     CollectorBackend,
     FleetResponse,
     IngestError,
-    ReadinessResponse,
     RecommendationsResponse,
     RejectReason,
     WorkloadsResponse,
     summarise_fleet,
 )
 from collector.config import CollectorSettings
+from collector.health import ReadinessResponse
 from collector.http.auth import BearerAuth
 from collector.http.openapi import docs_page, openapi_document
 from collector.http.query import QueryError, parse_statuses, parse_window

@@ -17,10 +17,10 @@ from collector.backend import (
     ErrorResponse,
     FleetResponse,
     HealthReport,
-    ReadinessResponse,
     RecommendationsResponse,
     WorkloadsResponse,
 )
+from collector.health import ReadinessResponse
 from collector.records import Recommendation
 
 _SCHEMA_TYPES: tuple[Any, ...] = (

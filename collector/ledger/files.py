@@ -34,6 +34,11 @@ def check_writable(path: str) -> None:
     written; restore the mode of a stale ``-wal``/``-shm`` (see the module docstring)."""
     db = Path(path)
     folder = db.parent
+    if not folder.is_dir():
+        raise LedgerError(
+            f"ledger: cannot open {path!r}: the directory {folder} does not exist; create it "
+            f"or point ledger.url elsewhere"
+        )
     if not os.access(folder, os.W_OK | os.X_OK):
         raise LedgerError(
             f"ledger: the directory {folder} is not writable by this process "

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import msgspec
 
-from collector.backend import QuarantinedBatch
+from collector.health import QuarantinedBatch
 from collector.ledger.batch_log import LoggedBatch
 from gpufleet.durable import fsync_directory
 

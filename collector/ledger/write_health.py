@@ -33,7 +33,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from collector.backend import FailureReason
+from collector.health import FailureReason
 
 log = logging.getLogger(__name__)
 

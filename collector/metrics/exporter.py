@@ -20,15 +20,14 @@ from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamil
 from agent.model import primary_rank
 from collector.backend import (
     CollectorBackend,
-    FailureReason,
     FleetRates,
     FleetTotals,
     HealthReport,
     RatesSource,
     RejectReason,
-    WritePath,
     summarise_fleet,
 )
+from collector.health import FailureReason, WritePath
 from collector.metrics import catalogue as cat
 from collector.records import (
     OPEN_STATUSES,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from collector.backend import FailureReason
+from collector.health import FailureReason
 from collector.ledger.records import LedgerError
 from collector.ledger.write_health import (
     INTAKE_FAILURE_HOLD_SECONDS,
