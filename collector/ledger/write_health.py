@@ -142,6 +142,8 @@ class WriteHealth:
     def intake_failed(self, err: BaseException) -> None:
         with self._lock:
             before = self._intake_failure
+            if before is not None and self._clock() - before.at > INTAKE_FAILURE_HOLD_SECONDS:
+                before = None  # a new run of failures, logged again
             failure = self._intake_failure = self._failure(err, before)
             self._intake_failures[failure.reason] += 1
         if before is None or before.reason != failure.reason:

@@ -268,7 +268,8 @@ QUARANTINED = MetricSpec(
     "gauge",
     "",
     (),
-    "Batches set aside because they cannot be applied (in <ledger>-intake/quarantine/).",
+    "Batches set aside because they cannot be applied, in <ledger>-intake/quarantine/ "
+    "(counted at the start and as they come: files deleted count until the next start).",
 )
 WRITE_PATH: tuple[MetricSpec, ...] = (
     READY, LAST_COMMIT, COMMIT_FAILURES, INTAKE_FAILURES, INTAKE_BACKLOG_BATCHES,
