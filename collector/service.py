@@ -103,6 +103,8 @@ class CollectorService:
             self.ledger.ping()
         except LedgerError as err:
             problems.append(f"the ledger does not answer: {err}")
+        if (space := self.ledger.space_problem()) is not None:
+            problems.append(space)
         write_path = self.write_path()
         if self.applier is not None:
             applier = self.applier

@@ -13,6 +13,11 @@ and its content is left as it is); where that is not permitted, the start names 
 
 ``os.access`` answers for this process: a read-only mount refuses even root, and file modes
 refuse everyone else.
+
+``low_space`` is the readiness check's look at the volume: a commit comes only every
+``ingest.commit_interval_seconds`` (60 s by default) and, at ``synchronous=FULL``, appends go
+to a segment zero-filled in advance, so a full disk may fail no write for a minute. The free
+space answers at once, and says when space is back without waiting for a write to succeed.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import os
 import stat
 from pathlib import Path
 
+from collector.ledger.batch_log import SEGMENT_BYTES
 from collector.ledger.records import LedgerError
 
 log = logging.getLogger(__name__)
@@ -73,3 +79,26 @@ def _restore_mode(side: Path, db: Path) -> None:
 
 def _who() -> str:
     return f"uid {os.getuid()}"
+
+
+#: free space the write path needs: a new intake segment (zero-filled to its full size at
+#: FULL; at NORMAL it grows as batches come, so room for its first batches) and the WAL
+NEEDED_FREE_BYTES_FULL = 2 * SEGMENT_BYTES
+NEEDED_FREE_BYTES_NORMAL = 1024 * 1024
+
+
+def low_space(folder: Path, sync: bool) -> str | None:
+    """What is wrong when the volume holding ``folder`` has less free space than the write
+    path needs (``sync``: ``ledger.synchronous=FULL``); None when it has enough or cannot say."""
+    need = NEEDED_FREE_BYTES_FULL if sync else NEEDED_FREE_BYTES_NORMAL
+    try:
+        vfs = os.statvfs(folder)
+    except OSError:
+        return None
+    free = vfs.f_bavail * vfs.f_frsize
+    if free >= need:
+        return None
+    return (
+        f"the volume holding {folder} has {free} bytes free; the ledger and its intake log "
+        f"need {need} (disk_full): free space on it"
+    )

@@ -26,6 +26,7 @@ from collector.ledger import queries as queries
 from collector.ledger import recommendations as recs
 from collector.ledger.accepted import AcceptedBatches, Backlog
 from collector.ledger.batch_log import BatchRecord, LoggedBatch
+from collector.ledger.files import low_space
 from collector.ledger.quarantine import Quarantine, QuarantineSummary
 from collector.ledger.queries import Group
 from collector.ledger.records import (
@@ -231,6 +232,12 @@ class Ledger:
         OSError when it cannot be), then marked done by the next commit."""
         self._quarantine.keep(logged, json_body, error, now)
         self._opened_accepted().set_aside(logged.batch_id)
+
+    def space_problem(self) -> str | None:
+        """Whether the ledger's volume has too little free space (files.low_space)."""
+        if self._intake_dir is None:
+            return None
+        return low_space(self._intake_dir.parent, self._sync_intake)
 
     def set_aside_pending(self) -> bool:
         """Whether quarantined batches wait for a commit to mark them done."""

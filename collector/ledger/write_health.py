@@ -16,6 +16,9 @@ from the writes themselves, as they happen, by the two writers telling ``WriteHe
   could prove a recovery; while the fault lasts, each retry that reaches the collector
   fails again and holds it not ready.
 
+Beside what the writers report, the health check looks at the ledger volume's free space
+(collector/ledger/files.py ``low_space``), which answers before the next commit is due.
+
 Failures are counted by ``FailureReason`` (a bounded set: the metrics' ``reason`` label)
 and logged at ERROR once per run of failures (and when the reason changes), with what to
 do; the first success after a run is logged at WARNING.

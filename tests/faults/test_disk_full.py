@@ -46,16 +46,21 @@ def test_readiness_goes_false_on_a_full_disk_and_true_once_space_is_freed(tmp_pa
             wait_for("the first batch committed", lambda: bool(gpu_energy(db)), WITHIN_SECONDS)
             assert ready(collector.url) and httpx.get(collector.url + "/livez").is_success
             filler = fill(vol)
+            # before any write fails: the next commit may be a minute away, and at FULL
+            # appends go to a segment zero-filled in advance; the free space says it now
+            wait_for("not ready on a full disk", lambda: not ready(collector.url), WITHIN_SECONDS)
             resend = node_batch("a", 2, origin, range(110, 210, 10), memory=1 << 31)
-
-            def refused_and_not_ready() -> bool:
-                return post(collector, resend).status_code == 503 and not ready(collector.url)
-
-            wait_for("not ready on a full disk", refused_and_not_ready, WITHIN_SECONDS)
+            wait_for(
+                "the batch refused",
+                lambda: post(collector, resend).status_code == 503,
+                WITHIN_SECONDS,
+            )
             readyz = httpx.get(collector.url + "/readyz", timeout=5)
             health = httpx.get(collector.url + "/healthz", timeout=5)
             assert readyz.status_code == 503 and health.status_code == 503
-            assert "disk_full" in readyz.text and "free space" in readyz.text, readyz.text
+            problems = readyz.json()["problems"]
+            assert any("bytes free" in p and "free space on it" in p for p in problems), problems
+            assert any("intake log could not store" in p and "disk_full" in p for p in problems)
             assert health.json()["ledger_ok"] is False
             assert metric(collector, "gpufleet_collector_ready") == 0
             assert metric(collector, "gpufleet_collector_ledger_up") == 0

@@ -88,7 +88,7 @@ def test_a_read_only_ledger_file_is_named_and_starts_once_its_mode_is_fixed(
 def test_a_ledger_on_a_read_only_mount_is_named_and_starts_once_remounted(
     tmp_path: Path,
 ) -> None:
-    with tmpfs(tmp_path / "vol", 16 * 1024 * 1024) as vol:
+    with tmpfs(tmp_path / "vol", 64 * 1024 * 1024) as vol:
         db = vol / "ledger.db"
         collector = collector_on(tmp_path, db)
         try:
