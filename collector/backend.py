@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from agent.model import BatchAck
+from collector.health import WritePath
 from collector.node_binding import NodeBinding
 from collector.records import (
     DuplicateGpu,
@@ -114,7 +115,8 @@ class WorkloadReport:
 
 @dataclass(frozen=True, slots=True)
 class HealthReport:
-    """``GET /healthz``: 200 when ``ledger_ok``, else 503."""
+    """``GET /healthz``: 200 when ``ledger_ok``, else 503. ``GET /readyz`` answers
+    ``ready`` and ``problems`` alone."""
 
     ledger_ok: bool
     #: wall-clock time the last batch was accepted; None before the first one
@@ -126,6 +128,11 @@ class HealthReport:
     detail: str = ""
     #: node -> how far its clock is ahead of the collector's, in seconds (negative: behind)
     clock_offsets: dict[str, float] = field(default_factory=dict)
+    #: the write path works: the ledger answers, commits and intake-log appends succeed
+    #: (False: ``problems`` says what fails and what to do; ``ledger_ok`` is False too)
+    ready: bool = True
+    problems: tuple[str, ...] = ()
+    write_path: WritePath = field(default_factory=WritePath)
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,14 +19,22 @@ from collector import reports
 from collector.accounting.accountant import Accountant
 from collector.accounting.applier import Applier
 from collector.accounting.rates import Rates
-from collector.backend import FleetTotals, HealthReport, RejectReason, WorkloadReport
+from collector.backend import (
+    FleetTotals,
+    HealthReport,
+    RejectReason,
+    WorkloadReport,
+)
 from collector.config import CollectorSettings
 from collector.fleet.live import LiveFleet
 from collector.fleet.rules import FleetRules
+from collector.health import WritePath
+from collector.ingest.decode import accept_body
 from collector.ingest.queue import IngestQueue
 from collector.ingest.stats import IngestStats
 from collector.ledger.observers import Observers
 from collector.ledger.store import Ledger, LedgerError
+from collector.ledger.write_health import WriteHealth, write_problems
 from collector.node_binding import NodeBinding
 from collector.recommend.recommender import Recommender
 from collector.records import DuplicateGpu, GpuView, Recommendation, RecommendationStatus
@@ -44,8 +52,11 @@ class CollectorService:
         accountant: Accountant,
         stats: IngestStats,
         clock: Callable[[], float] = time.time,
+        applier: Applier | None = None,
     ) -> None:
         self.queue = queue
+        #: whose commits the health report judges (None: commits are not judged)
+        self.applier = applier
         self.live = fleet
         self.ledger = ledger
         self.accountant = accountant
@@ -90,18 +101,48 @@ class CollectorService:
         return self.ledger.dismiss_recommendation(rec_id, now)
 
     def health(self) -> HealthReport:
+        """The ledger answers (a ping) and the write path works (collector/ledger/
+        write_health.py): cheap, probes call this every few seconds."""
+        problems: list[str] = []
         try:
-            self.ledger.ping()  # cheap: probes call this every few seconds
-            ok, detail = True, ""
+            self.ledger.ping()
         except LedgerError as err:
-            ok, detail = False, str(err)
+            problems.append(f"the ledger does not answer: {err}")
+        if (space := self.ledger.space_problem()) is not None:
+            problems.append(space)
+        write_path = self.write_path()
+        if self.applier is not None:
+            applier = self.applier
+            problems += write_problems(
+                applier.health.state(),
+                applier.waiting_since(),
+                applier.commit_interval_seconds,
+                self._clock(),
+            )
         return HealthReport(
-            ledger_ok=ok,
+            ledger_ok=not problems,
             last_ingest_at=self.stats.last_ingest_at,
             lag_seconds=self.live.lag_seconds(),
             pending_samples=self.live.buffered_samples(),
-            detail=detail,
+            detail="; ".join(problems),
             clock_offsets=self.live.clocks.estimates(),
+            ready=not problems,
+            problems=tuple(problems),
+            write_path=write_path,
+        )
+
+    def write_path(self) -> WritePath:
+        backlog, quarantined = self.ledger.intake_backlog(), self.ledger.quarantined()
+        state = self.applier.health.state() if self.applier is not None else None
+        return WritePath(
+            last_commit_at=state.last_commit_at if state else None,
+            commit_failures=state.commit_failures if state else {},
+            intake_failures=state.intake_failures if state else {},
+            backlog_batches=backlog.batches,
+            backlog_bytes=backlog.bytes,
+            oldest_pending_at=backlog.oldest_received_at,
+            quarantined_batches=quarantined.count,
+            newest_quarantined=quarantined.newest,
         )
 
     def fleet_totals(self) -> FleetTotals:
@@ -136,7 +177,7 @@ class CollectorCore:
         clock: Callable[[], float] = time.time,
     ) -> CollectorCore:
         """The parts, wired, and the live fleet restored from ``ledger``."""
-        stats, observers = IngestStats(), Observers()
+        stats, observers, health = IngestStats(), Observers(), WriteHealth(clock)
         fleet = LiveFleet(
             fleet_rules(settings),
             rates.model_of,
@@ -147,12 +188,13 @@ class CollectorCore:
             stats.count_implausible,
         )
         accountant = Accountant(rates)
-        queue = IngestQueue(settings, ledger, fleet, stats, observers)
+        queue = IngestQueue(settings, ledger, fleet, stats, observers, health)
         commit_every = settings.ingest.commit_interval_seconds
-        applier = Applier(fleet, accountant, ledger, observers, commit_every, clock)
+        applier = Applier(fleet, accountant, ledger, observers, commit_every, clock, health)
         recommender = Recommender(fleet, ledger, rates, settings.analysis, clock)
-        service = CollectorService(queue, fleet, ledger, accountant, stats, clock)
-        applier.restore()
+        service = CollectorService(queue, fleet, ledger, accountant, stats, clock, applier)
+        # a pending batch is judged by today's edge rules, at the time it arrived
+        applier.restore(lambda body, at: accept_body(body, None, at, settings))
         return cls(ledger, fleet, queue, applier, recommender, observers, service)
 
     def close(self, timeout: float = 30.0) -> None:

@@ -6,8 +6,20 @@ rebuilt from the ledger.
 idle, cost, carbon per GPU and workload) into the write in progress; when a commit is due
 it commits that write, the GPUs' cursors and the batches now fully applied in one
 transaction, then tells the observers. A failed commit keeps its deltas: the next tick
-commits them with its own. ``restore`` is the inverse: cursors say what was committed;
-pending batches hold what was acknowledged but not committed.
+commits them with its own (a failed commit is due again at once), and ``WriteHealth`` is
+told of each outcome, so readiness and metrics say whether commits work.
+``restore`` is the inverse: cursors say what was committed; pending batches hold what was
+acknowledged but not committed.
+
+A pending batch that cannot be applied (it fails ``check``: today's edge rules, whose
+table bounds every value to what the ledger can store, collector/ingest/rules.py; or
+buffering it raises) is
+quarantined at replay, not fatal and not replayed again. Poison is stopped before it is
+applied because a value in the applied state cannot be taken out again: the write
+accumulates many batches' samples per GPU and workload, and the live state has moved past
+them. A commit that still fails on its data is reported like any failed commit (``reason``
+overflow or other) and retried; finding the batches behind it (re-applying from the last
+commit without them) is not done.
 """
 
 from __future__ import annotations
@@ -23,13 +35,22 @@ from agent.model import Batch, GpuInfo, GpuSample
 from collector.accounting.accountant import Accountant
 from collector.fleet.live import LiveFleet
 from collector.fleet.state import TrackedGpu
+from collector.ledger.batch_log import LoggedBatch
 from collector.ledger.observers import Observers
 from collector.ledger.store import GpuCursor, Ledger, LedgerWrite
+from collector.ledger.write_health import WriteHealth
 
 log = logging.getLogger(__name__)
 _SAMPLE_DECODER = msgspec.json.Decoder(GpuSample)
 _SAMPLE_ENCODER = msgspec.json.Encoder()
 _BATCH_DECODER = msgspec.json.Decoder(Batch)
+
+#: a pending batch's JSON and arrival time -> the batch, or an exception refusing it
+BatchCheck = Callable[[bytes, float], Batch]
+
+
+def decode_only(body: bytes, received_at: float) -> Batch:
+    return _BATCH_DECODER.decode(body)
 
 
 class Applier:
@@ -41,6 +62,7 @@ class Applier:
         observers: Observers,
         commit_interval_seconds: float,
         clock: Callable[[], float] = time.time,
+        health: WriteHealth | None = None,
     ) -> None:
         self.fleet = fleet
         self.accountant = accountant
@@ -53,6 +75,9 @@ class Applier:
         #: GPUs whose cursor moved since the last commit
         self._moved: set[str] = set()
         self._committed_at = -math.inf
+        #: when the first change still unsaved was applied (None: nothing waits)
+        self._unsaved_since: float | None = None
+        self.health = health or WriteHealth(clock)
 
     def tick(self, flush: bool = False, commit: bool = False) -> int:
         """Apply ready samples; commit what was applied when ``commit_interval_seconds``
@@ -63,28 +88,43 @@ class Applier:
         applied = 0
         with fleet.lock:
             for gpu, result in fleet.apply_ready(flush, now):
+                if self._unsaved_since is None:
+                    self._unsaved_since = now
                 accountant.account(gpu, result, fleet.labels_of(gpu.node), write)
                 self._moved.add(gpu.info.uuid)
                 if (record := accountant.gpu_record(gpu)) is not None:
                     write.gpus[gpu.info.uuid] = record
                 applied += len(result.samples)
             due = now - self._committed_at >= self.commit_interval_seconds
-            if (self._moved or fleet.done_batches()) and (flush or commit or due):
+            failing = self.health.state().commit_failure is not None
+            waiting = self._moved or fleet.done_batches() or self.ledger.set_aside_pending()
+            if waiting and (flush or commit or due or failing):
                 self._commit(now)
         return applied
+
+    def waiting_since(self) -> float | None:
+        """When the oldest applied change not yet committed was applied (None: none)."""
+        return self._unsaved_since
 
     def _commit(self, now: float) -> None:
         write = self._unsaved
         for uuid in self._moved:
             write.cursors[uuid] = _cursor(self.fleet.gpu(uuid))
         write.batches_done = self.fleet.done_batches()
-        self.ledger.commit(write)  # on LedgerError all of it stays for the next tick
+        try:
+            self.ledger.commit(write)
+        except Exception as err:  # all of it stays for the next tick, which retries
+            self.health.commit_failed(err)
+            return
+        self.health.commit_ok()
         self.fleet.forget_done(len(write.batches_done))
         self._unsaved, self._moved, self._committed_at = LedgerWrite(), set(), now
+        self._unsaved_since = None
         self.observers.write_committed(write)
 
-    def restore(self) -> None:
-        """Rebuild the live fleet from the ledger after a start or a crash."""
+    def restore(self, check: BatchCheck = decode_only) -> None:
+        """Rebuild the live fleet from the ledger after a start or a crash; a pending
+        batch that fails ``check`` or cannot be applied is quarantined."""
         fleet, ledger = self.fleet, self.ledger
         with fleet.lock:
             cursors = ledger.cursors()
@@ -98,12 +138,22 @@ class Applier:
                         cursor.open_episode_start,
                         cursor.open_episode_workload,
                     )
-            replayed = 0
-            for batch_id, body in ledger.pending_batches():
-                batch = _BATCH_DECODER.decode(body)
-                replayed += fleet.buffer(batch_id, batch, replay=True).accepted
+            replayed = sum(self._replay(logged, check) for logged in ledger.pending_records())
             if replayed:
                 log.info("restored %d acknowledged samples not yet applied", replayed)
+
+    def _replay(self, logged: LoggedBatch, check: BatchCheck) -> int:
+        body = logged.entry.body
+        try:
+            batch = check(body, logged.entry.received_at)
+            return self.fleet.buffer(logged.batch_id, batch, replay=True).accepted
+        except Exception as err:  # this batch alone; the others are replayed
+            error = f"replayed after a restart: {type(err).__name__}: {err}"
+        try:
+            self.ledger.quarantine(logged, body, error, self.clock())
+        except OSError as err:  # it stays in the log, and is tried again at the next start
+            log.error("batch %d cannot be quarantined (%s): left pending", logged.batch_id, err)
+        return 0
 
 
 def _cursor(gpu: TrackedGpu) -> GpuCursor:

@@ -2,11 +2,14 @@
 
 Routes: ``POST /v1/batches``, ``GET /v1/fleet``, ``GET /v1/workloads``,
 ``GET /v1/recommendations``, ``POST /v1/recommendations/{rec_id}/dismiss``,
-``GET /healthz``, ``GET /metrics``, ``GET /openapi.json``, ``GET /docs``.
+``GET /healthz``, ``GET /livez``, ``GET /readyz``, ``GET /metrics``, ``GET /openapi.json``,
+``GET /docs``. ``/livez`` answers on the event loop without touching the core (a wedged
+loop is the one thing it reports); ``/readyz`` answers whether the write path works,
+``/healthz`` the detailed report (both 503 when it does not).
 
 Every /v1 route needs ``Authorization: Bearer <token>`` with the route's scope
 (collector/http/auth.py: ``agent`` to post batches, for the nodes the token is bound to;
-``read`` to read; ``admin`` to dismiss) unless ``server.allow_anonymous``; /healthz and
+``read`` to read; ``admin`` to dismiss) unless ``server.allow_anonymous``; the probes and
 the docs are open, as probes expect, and /metrics too unless
 ``server.metrics_require_token`` (then the ``metrics`` scope). Errors are JSON
 ``{"error", "field", "reason"}``. Backend calls (SQLite I/O) run in worker threads; a
@@ -44,6 +47,7 @@ from collector.backend import (
     summarise_fleet,
 )
 from collector.config import CollectorSettings
+from collector.health import ReadinessResponse
 from collector.http.auth import AuthExporter, Gate, Scope, Token
 from collector.http.openapi import docs_page, openapi_document
 from collector.http.query import QueryError, parse_statuses, parse_window
@@ -53,6 +57,8 @@ from collector.metrics.exporter import FleetExporter
 from collector.usage_report import ledger_period
 
 log = logging.getLogger(__name__)
+#: ``GET /livez``: the process serves
+LIVE = {"live": True}
 
 
 def create_app(
@@ -90,6 +96,8 @@ def create_app(
         # :path, because an id may hold a slash ("release_idle:pod:ml/notebook-7")
         Route("/v1/recommendations/{rec_id:path}/dismiss", dismiss, methods=["POST"]),
         Route("/healthz", api.healthz, methods=["GET"]),
+        Route("/livez", _livez, methods=["GET"]),
+        Route("/readyz", api.readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
         Route("/docs", docs, methods=["GET"]),
@@ -183,6 +191,19 @@ class _Api:
             log.exception("health check failed")
             return error_response(503, f"health check failed: {type(err).__name__}")
         return json_response(report, 200 if report.ledger_ok else 503)
+
+    async def readyz(self, request: Request) -> Response:
+        try:
+            report = await run_in_threadpool(self.backend.health)
+        except Exception as err:
+            log.exception("readiness check failed")
+            return error_response(503, f"readiness check failed: {type(err).__name__}")
+        ready = ReadinessResponse(report.ready, report.problems)
+        return json_response(ready, 200 if report.ready else 503)
+
+
+async def _livez(request: Request) -> Response:
+    return json_response(LIVE)
 
 
 async def _read_body(request: Request, max_bytes: int) -> bytes:

@@ -23,6 +23,7 @@ from collector.backend import (
     RecommendationsResponse,
     WorkloadsResponse,
 )
+from collector.health import ReadinessResponse
 from collector.http.tokens import Scope
 from collector.records import Recommendation, RecommendationStatus
 
@@ -35,6 +36,7 @@ _SCHEMA_TYPES: tuple[Any, ...] = (
     RecommendationsResponse,
     Recommendation,
     HealthReport,
+    ReadinessResponse,
 )
 _REF = "#/components/schemas/{name}"
 
@@ -148,9 +150,14 @@ def _paths() -> dict[str, Any]:
              "404": _error("No recommendation with that id")},
             admin,
             parameters=[rec_id])},
-        "/healthz": {"get": _operation("Liveness and ledger health", {
+        "/healthz": {"get": _operation("The detailed health report: ledger, write path", {
             "200": _json("HealthReport", "Healthy"),
-            "503": _json("HealthReport", "The ledger does not answer")})},
+            "503": _json("HealthReport", "The ledger does not answer or its writes fail")})},
+        "/livez": {"get": _operation("Liveness: the process serves requests", {
+            "200": {"description": "Live", "content": {"application/json": {}}}})},
+        "/readyz": {"get": _operation("Readiness: the write path works", {
+            "200": _json("ReadinessResponse", "Ready"),
+            "503": _json("ReadinessResponse", "Not ready: what fails and what to do")})},
         "/metrics": {"get": _operation(
             "Prometheus metrics (text or OpenMetrics by Accept); with "
             "server.metrics_require_token a bearer token with the metrics scope", {
@@ -189,8 +196,8 @@ def openapi_document(version: str = "0") -> dict[str, Any]:
             "description": "Ingest from gpufleet agents; fleet, workload and "
             "recommendation views. Each /v1 route needs a bearer token with its scope "
             "(agent, read, admin, alertmanager) unless the collector allows anonymous "
-            "access; /healthz and the docs are open, /metrics too unless "
-            "server.metrics_require_token.",
+            "access; the probes (/healthz, /livez, /readyz) and the docs are open, /metrics "
+            "too unless server.metrics_require_token.",
         },
         "paths": _paths(),
         "components": {

@@ -5,6 +5,9 @@ for the HTTP app, replay, tests and benchmarks alike: the body as POSTed, checke
 ``accept_body`` on that thread, so the event loop reads the next requests meanwhile.
 Whatever has queued is stored as one group (one batch-log write and, at FULL, one fsync),
 then each stored batch is buffered in the live fleet, and the observers are told.
+Whether the batch-log write worked is told to ``WriteHealth`` (readiness). A stored batch
+that cannot be buffered (a value the ledger cannot hold, or buffering raises) is
+quarantined (collector/ledger/quarantine.py) and refused: it never reaches the ledger.
 """
 
 from __future__ import annotations
@@ -24,8 +27,11 @@ from collector.fleet.live import LiveFleet
 from collector.ingest.decode import accept_body
 from collector.ingest.group_commit import GroupCommit
 from collector.ingest.stats import IngestStats
+from collector.ledger.batch_log import LoggedBatch
 from collector.ledger.observers import Observers, StoredBatch
+from collector.ledger.records import batch_json
 from collector.ledger.store import BatchRecord, Ledger
+from collector.ledger.write_health import WriteHealth
 from collector.node_binding import NodeBinding
 
 log = logging.getLogger(__name__)
@@ -59,8 +65,10 @@ class IngestQueue:
         fleet: LiveFleet,
         stats: IngestStats,
         observers: Observers,
+        health: WriteHealth | None = None,
     ) -> None:
         self.settings = settings
+        self.health = health or WriteHealth()
         self.ledger = ledger
         self.fleet = fleet
         self.stats = stats
@@ -114,12 +122,15 @@ class IngestQueue:
         try:
             batch_ids = self.ledger.record_batches(records)
         except Exception as err:  # nothing of this group was acknowledged
+            self.health.intake_failed(err)
             for i, _ in valid:
                 outcomes[i] = err
             return outcomes
+        if records:
+            self.health.intake_ok()
         stored: list[StoredBatch] = []
         for (i, batch), batch_id, record in zip(valid, batch_ids, records, strict=True):
-            outcomes[i] = self._stored(batch, batch_id, group[i])
+            outcomes[i] = self._stored(batch, batch_id, group[i], record)
             if batch_id is not None:
                 stored.append(StoredBatch(record, batch))
         self.observers.batches_stored(stored)
@@ -152,6 +163,16 @@ class IngestQueue:
             ) from err
         return batch
 
+    def _quarantine(self, logged: LoggedBatch, err: Exception) -> Exception:
+        """Set a stored batch that cannot be applied aside; ``err`` answers its sender."""
+        error = f"{type(err).__name__}: {err}"
+        try:
+            body = batch_json(logged.entry.body)
+            self.ledger.quarantine(logged, body, error, time.time())
+        except OSError as failure:  # pending still: the next start replays and judges it
+            log.error("batch %d cannot be quarantined (%s)", logged.batch_id, failure)
+        return err
+
     def _refuse_duplicate(self, batch: Batch, received_at: float, claimed: dict[str, str]) -> None:
         """Raise a 409 when another node still reports one of ``batch``'s GPUs; the first
         node's figures stay its own (collector/fleet/claims.py)."""
@@ -179,7 +200,7 @@ class IngestQueue:
         raise err
 
     def _stored(
-        self, batch: Batch, batch_id: int | None, item: Incoming
+        self, batch: Batch, batch_id: int | None, item: Incoming, record: BatchRecord
     ) -> BatchAck | BaseException:
         """Buffer a batch the ledger has stored (``batch_id`` None: a duplicate); its ack."""
         ack = BatchAck(
@@ -194,7 +215,7 @@ class IngestQueue:
             taken = self.fleet.buffer(batch_id, batch, received_at=item.received_at)
         except Exception as err:  # this batch alone: the others of the group are fine
             log.exception("buffering batch %s of %s failed", batch.seq, batch.node)
-            return err
+            return self._quarantine(LoggedBatch(batch_id, record), err)
         self.stats.count_batch(
             "accepted",
             samples=taken.accepted,

@@ -7,6 +7,10 @@ since the one before and the ids of the batches it applied (``intake_done``); af
 log deletes segments with nothing left pending. Opening reads back what the last process left:
 the acks in ``ack_ranges`` and in the log, and as pending every batch in the log that
 ``intake_done`` does not name.
+
+A batch that cannot be applied is quarantined (``set_aside``, after collector/ledger/
+quarantine.py has copied it): the next commit marks it done as if applied. The backlog
+(pending batches, their bytes, the oldest's arrival) is kept here for health and metrics.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from collector.ledger.ack_book import AckBook, Stream, load_rows, save_streams
-from collector.ledger.batch_log import BatchLog, BatchLogError, BatchRecord
+from collector.ledger.batch_log import BatchLog, BatchLogError, BatchRecord, LoggedBatch
 from collector.ledger.records import LedgerError, batch_json
 
 
@@ -27,6 +31,16 @@ class Saved(NamedTuple):
 
     streams: dict[Stream, list[tuple[int, int, float]]]
     forgotten: list[int]
+    set_aside: list[int]
+
+
+class Backlog(NamedTuple):
+    """Acknowledged batches not yet applied: how many, their bytes as stored, and when the
+    oldest arrived (None when there is none)."""
+
+    batches: int
+    bytes: int
+    oldest_received_at: float | None
 
 
 class AcceptedBatches:
@@ -37,6 +51,10 @@ class AcceptedBatches:
         self._lock = threading.Lock()
         #: segments deleted since the last commit: their ``intake_done`` rows go with it
         self._forgotten: list[int] = []
+        #: quarantined batches, marked done by the next commit
+        self._set_aside: list[int] = []
+        #: pending batch id -> (received_at, bytes), in id order (oldest first)
+        self._backlog: dict[int, tuple[float, int]] = {}
 
     @classmethod
     def open(
@@ -66,6 +84,11 @@ class AcceptedBatches:
         accepted._adopt_legacy_rows(conn)
         done = {int(r[0]) for r in conn.execute("SELECT batch_id FROM intake_done")}
         log.mark_done([r.batch_id for r in found if r.batch_id in done])
+        accepted._backlog = {
+            r.batch_id: (r.entry.received_at, len(r.entry.body))
+            for r in found
+            if r.batch_id not in done
+        }
         kept = log.segments()
         conn.execute(
             f"DELETE FROM intake_done WHERE batch_id >> 32 NOT IN ({','.join('?' * len(kept))})",
@@ -100,9 +123,11 @@ class AcceptedBatches:
                     seen.add(key)
                     fresh.append(e)
                     out.append(0)
-            ids = iter(self._append(fresh))
-            for e in fresh:
+            appended = self._append(fresh)
+            for e, bid in zip(fresh, appended, strict=True):
                 self.book.add(e.node, e.boot_id, e.seq, e.received_at)
+                self._backlog[bid] = (e.received_at, len(e.body))
+            ids = iter(appended)
             return [None if slot is None else next(ids) for slot in out]
 
     def _append(self, entries: list[BatchRecord]) -> list[int]:
@@ -113,9 +138,28 @@ class AcceptedBatches:
         except BatchLogError as err:
             raise LedgerError(f"ledger: {err}") from err
 
-    def pending(self) -> list[tuple[int, bytes]]:
+    def pending(self) -> list[LoggedBatch]:
+        """The pending batches as logged, each body as JSON (decompressed)."""
         with self._lock:
-            return [(r.batch_id, batch_json(r.entry.body)) for r in self.log.pending()]
+            return [
+                LoggedBatch(r.batch_id, r.entry._replace(body=batch_json(r.entry.body)))
+                for r in self.log.pending()
+            ]
+
+    def set_aside(self, batch_id: int) -> None:
+        """Mark a quarantined batch done in the next commit (it is never applied)."""
+        with self._lock:
+            self._set_aside.append(batch_id)
+
+    def has_set_aside(self) -> bool:
+        with self._lock:
+            return bool(self._set_aside)
+
+    def backlog(self) -> Backlog:
+        with self._lock:
+            oldest = next(iter(self._backlog.values()), None)
+            size = sum(n for _, n in self._backlog.values())
+            return Backlog(len(self._backlog), size, oldest[0] if oldest else None)
 
     def save(self, conn: sqlite3.Connection, batches_done: Sequence[int]) -> Saved:
         """Write the acks changed since the last commit and ``batches_done`` in ``conn``'s
@@ -123,6 +167,8 @@ class AcceptedBatches:
         with self._lock:
             streams = self.book.take_dirty()
             forgotten, self._forgotten = self._forgotten, []
+            aside, self._set_aside = self._set_aside, []
+        batches_done = [*batches_done, *aside]
         save_streams(conn, streams)
         if self.log.directory is not None:  # a memory log is never read back
             conn.executemany(
@@ -132,17 +178,21 @@ class AcceptedBatches:
                 "DELETE FROM intake_done WHERE batch_id >= ? AND batch_id < ?",
                 [(n << 32, (n + 1) << 32) for n in forgotten],
             )
-        return Saved(streams, forgotten)
+        return Saved(streams, forgotten, aside)
 
-    def committed(self, batches_done: Sequence[int]) -> None:
+    def committed(self, saved: Saved, batches_done: Sequence[int]) -> None:
+        done = [*batches_done, *saved.set_aside]
         with self._lock:
-            self._forgotten.extend(self.log.mark_done(batches_done))
+            self._forgotten.extend(self.log.mark_done(done))
+            for bid in done:
+                self._backlog.pop(bid, None)
 
     def failed(self, saved: Saved) -> None:
         """The commit that ``save`` wrote into was rolled back: write it all next time."""
         with self._lock:
             self.book.restore_dirty(saved.streams)
             self._forgotten.extend(saved.forgotten)
+            self._set_aside[:0] = saved.set_aside
 
     def prune(self, cutoff: float) -> None:
         with self._lock:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 
+from collector.ledger.files import check_writable
 from collector.ledger.records import LedgerError
 
 USAGE_COLUMNS = (
@@ -212,7 +213,10 @@ def sqlite_path(url: str) -> str:
 
 
 def connect(path: str, synchronous: str) -> sqlite3.Connection:
-    """A connection to the SQLite file at ``path``, configured (``configure``)."""
+    """A connection to the SQLite file at ``path``, configured (``configure``); a file
+    this process cannot write is refused first (collector/ledger/files.py)."""
+    if path != ":memory:":
+        check_writable(path)
     try:
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         configure(conn, synchronous=synchronous)

@@ -24,8 +24,10 @@ from typing import TypeVar
 
 from collector.ledger import queries as queries
 from collector.ledger import recommendations as recs
-from collector.ledger.accepted import AcceptedBatches
-from collector.ledger.batch_log import BatchRecord
+from collector.ledger.accepted import AcceptedBatches, Backlog
+from collector.ledger.batch_log import BatchRecord, LoggedBatch
+from collector.ledger.files import low_space
+from collector.ledger.quarantine import Quarantine, QuarantineSummary
 from collector.ledger.queries import Group
 from collector.ledger.records import (
     GpuCursor,
@@ -86,6 +88,8 @@ class Ledger:
         self._intake_dir, self._sync_intake = intake_dir, sync_intake
         self._accepted: AcceptedBatches | None = None
         self._accepted_open_lock = threading.Lock()
+        #: batches that cannot be applied, kept aside (collector/ledger/quarantine.py)
+        self._quarantine = Quarantine(intake_dir / "quarantine" if intake_dir else None)
 
     @classmethod
     def open(cls, url: str, *, synchronous: str = "FULL") -> Ledger:
@@ -197,7 +201,7 @@ class Ledger:
             if saved is not None:
                 accepted.failed(saved)
             raise
-        accepted.committed(write.batches_done)
+        accepted.committed(saved, write.batches_done)
 
     def prune(self, now: float, retention_days: int) -> int:
         """Delete hourly rows and closed episodes older than ``retention_days``, resolved
@@ -215,12 +219,42 @@ class Ledger:
     def pending_batches(self) -> list[tuple[int, bytes]]:
         """(id, JSON body) of acknowledged batches not yet fully applied, oldest first;
         a body recorded gzip-compressed comes back decompressed."""
+        return [(r.batch_id, r.entry.body) for r in self.pending_records()]
+
+    def pending_records(self) -> list[LoggedBatch]:
+        """``pending_batches`` with each batch's identity and arrival as logged."""
         return self._opened_accepted().pending()
 
     def intake_corrupt_records(self) -> int:
         """Damaged records the batch log skipped when it was opened (0 until it is)."""
         accepted = self._accepted
         return 0 if accepted is None else accepted.log.corrupt_records
+
+    # -- the write path's health ----------------------------------------------------------
+
+    def quarantine(self, logged: LoggedBatch, json_body: bytes, error: str, now: float) -> None:
+        """Set a pending batch aside, never to be applied: copied to the quarantine (raises
+        OSError when it cannot be), then marked done by the next commit."""
+        self._quarantine.keep(logged, json_body, error, now)
+        self._opened_accepted().set_aside(logged.batch_id)
+
+    def space_problem(self) -> str | None:
+        """Whether the ledger's volume has too little free space (files.low_space)."""
+        if self._intake_dir is None:
+            return None
+        return low_space(self._intake_dir.parent, self._sync_intake)
+
+    def set_aside_pending(self) -> bool:
+        """Whether quarantined batches wait for a commit to mark them done."""
+        return self._accepted is not None and self._accepted.has_set_aside()
+
+    def quarantined(self) -> QuarantineSummary:
+        return self._quarantine.summary()
+
+    def intake_backlog(self) -> Backlog:
+        """The acknowledged batches not yet applied (none before the log is opened)."""
+        accepted = self._accepted
+        return accepted.backlog() if accepted is not None else Backlog(0, 0, None)
 
     def _opened_accepted(self) -> AcceptedBatches:
         if self._accepted is None:

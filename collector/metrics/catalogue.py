@@ -227,8 +227,72 @@ LEDGER_UP = MetricSpec(
     "gauge",
     "",
     (),
-    "1 when the ledger answers, else 0 (GET /healthz answers 503).",
+    "1 when the ledger answers and its writes work (commits and intake-log appends), "
+    "else 0 (GET /healthz and /readyz answer 503).",
 )
+# -- the write path (collector/ledger/write_health.py) ------------------------------------
+READY = MetricSpec(
+    "gpufleet_collector_ready",
+    "gauge",
+    "",
+    (),
+    "1 when the collector is ready (GET /readyz answers 200): the write path works.",
+)
+LAST_COMMIT = MetricSpec(
+    "gpufleet_collector_last_commit_timestamp_seconds",
+    "gauge",
+    "seconds",
+    (),
+    "Unix time of the last successful ledger commit; absent before the first.",
+)
+COMMIT_FAILURES = MetricSpec(
+    "gpufleet_collector_commit_failures_total",
+    "counter",
+    "",
+    ("reason",),
+    "Ledger commits that failed (retried every apply interval), by reason: disk_full, "
+    "read_only, overflow (a value the ledger cannot hold), other.",
+)
+INTAKE_FAILURES = MetricSpec(
+    "gpufleet_collector_intake_write_failures_total",
+    "counter",
+    "",
+    ("reason",),
+    "Intake-log appends that failed (their batches answered 503), by reason.",
+)
+INTAKE_BACKLOG_BATCHES = MetricSpec(
+    "gpufleet_collector_intake_pending_batches",
+    "gauge",
+    "",
+    (),
+    "Acknowledged batches in the intake log not yet applied and committed.",
+)
+INTAKE_BACKLOG_BYTES = MetricSpec(
+    "gpufleet_collector_intake_pending_bytes",
+    "gauge",
+    "bytes",
+    (),
+    "Bytes (as stored) of the acknowledged batches not yet applied and committed.",
+)
+INTAKE_OLDEST_AGE = MetricSpec(
+    "gpufleet_collector_intake_oldest_pending_age_seconds",
+    "gauge",
+    "seconds",
+    (),
+    "How long ago the oldest batch not yet applied arrived; 0 when none waits.",
+)
+QUARANTINED = MetricSpec(
+    "gpufleet_collector_quarantined_batches",
+    "gauge",
+    "",
+    (),
+    "Batches set aside because they cannot be applied, in <ledger>-intake/quarantine/ "
+    "(counted at the start and as they come: files deleted count until the next start).",
+)
+WRITE_PATH: tuple[MetricSpec, ...] = (
+    READY, LAST_COMMIT, COMMIT_FAILURES, INTAKE_FAILURES, INTAKE_BACKLOG_BATCHES,
+    INTAKE_BACKLOG_BYTES, INTAKE_OLDEST_AGE, QUARANTINED,
+)  # fmt: skip
 EXPORT_ERRORS = MetricSpec(
     "gpufleet_collector_export_errors_total",
     "counter",
@@ -344,6 +408,7 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     LAG,
     NODE_CLOCK_OFFSET,
     LEDGER_UP,
+    *WRITE_PATH,
     EXPORT_ERRORS,
     *NOTIFY,
     *INFLUX,

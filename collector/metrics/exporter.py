@@ -30,6 +30,7 @@ from collector.backend import (
     RejectReason,
     summarise_fleet,
 )
+from collector.health import FailureReason, WritePath
 from collector.metrics import catalogue as cat
 from collector.records import (
     OPEN_STATUSES,
@@ -91,7 +92,7 @@ class FleetExporter:
             "recommendations": lambda: recommendation_families(
                 self._backend.recommendations(OPEN_STATUSES)
             ),
-            "health": lambda: health_families(self._backend.health()),
+            "health": lambda: health_families(self._backend.health(), now),
         }
         for part, build in parts.items():
             yield from self._guarded(part, build)
@@ -273,8 +274,8 @@ def recommendation_families(recommendations: Sequence[Recommendation]) -> list[M
     ]
 
 
-def health_families(health: HealthReport) -> list[Metric]:
-    """Last ingest time, pending samples, lag and whether the ledger answers."""
+def health_families(health: HealthReport, now: float) -> list[Metric]:
+    """Last ingest time, pending samples, lag, whether the ledger works, the write path."""
     last: dict[Labels, float] = (
         {(): health.last_ingest_at} if health.last_ingest_at is not None else {}
     )
@@ -284,4 +285,27 @@ def health_families(health: HealthReport) -> list[Metric]:
         filled(cat.LAG, {(): health.lag_seconds}),
         filled(cat.NODE_CLOCK_OFFSET, {(n,): o for n, o in health.clock_offsets.items()}),
         filled(cat.LEDGER_UP, {(): 1.0 if health.ledger_ok else 0.0}),
+        filled(cat.READY, {(): 1.0 if health.ready else 0.0}),
+        *write_path_families(health.write_path, now),
     ]
+
+
+def write_path_families(path: WritePath, now: float) -> list[Metric]:
+    """Commits, intake failures (every reason, 0 until it happens), backlog, quarantine."""
+    last: dict[Labels, float] = {(): path.last_commit_at} if path.last_commit_at else {}
+    oldest = path.oldest_pending_at
+    return [
+        filled(cat.LAST_COMMIT, last),
+        filled(cat.COMMIT_FAILURES, _by_failure(path.commit_failures)),
+        filled(cat.INTAKE_FAILURES, _by_failure(path.intake_failures)),
+        filled(cat.INTAKE_BACKLOG_BATCHES, {(): float(path.backlog_batches)}),
+        filled(cat.INTAKE_BACKLOG_BYTES, {(): float(path.backlog_bytes)}),
+        filled(cat.INTAKE_OLDEST_AGE, {(): max(now - oldest, 0.0) if oldest else 0.0}),
+        filled(cat.QUARANTINED, {(): float(path.quarantined_batches)}),
+    ]
+
+
+def _by_failure(counts: dict[str, int]) -> dict[Labels, float]:
+    values: dict[Labels, float] = {(reason.value,): 0.0 for reason in FailureReason}
+    values.update({(reason,): float(n) for reason, n in counts.items()})
+    return values

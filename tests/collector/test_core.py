@@ -21,7 +21,7 @@ from collector.analysis.cost import PriceBook
 from collector.backend import IngestError
 from collector.config import AnalysisSettings, CarbonSettings, CollectorSettings
 from collector.ledger.observers import StoredBatch
-from collector.ledger.store import Ledger, LedgerError, LedgerWrite
+from collector.ledger.store import Ledger, LedgerWrite
 from collector.service import CollectorCore
 from collector.usage_report import ledger_period
 from gpufleet.settings import ConfigError, load_settings
@@ -430,8 +430,10 @@ def test_a_failed_commit_keeps_what_was_applied_and_the_next_commit_saves_it(
         "BEGIN SELECT RAISE(ABORT, 'refused by the test'); END"
     )
     other.commit()
-    with pytest.raises(LedgerError, match="refused by the test"):
-        core.applier.tick()
+    core.applier.tick()  # the failure is reported, not raised: the job goes on
+    health = core.service.health()
+    assert not health.ready and not health.ledger_ok and "refused by the test" in health.detail
+    assert health.write_path.commit_failures == {"other": 1}
     assert energy(core) == 0.0 and len(core.ledger.pending_batches()) == 1
     ingest(core, batch(2, range(60, 120, 10)))
     other.execute("DROP TRIGGER refuse")
@@ -439,6 +441,7 @@ def test_a_failed_commit_keeps_what_was_applied_and_the_next_commit_saves_it(
     other.close()
     core.applier.tick(flush=True)
     assert energy(core) == WATTS * 110 and core.ledger.pending_batches() == []
+    assert core.service.health().ready
     core.ledger.close()
 
 

@@ -52,8 +52,11 @@ def test_service_probes_and_disruption_budget_point_at_the_pod() -> None:
     pdb = DEFAULT.one("PodDisruptionBudget")
     assert pdb["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
     main = container(collector())
-    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
-        assert main[probe]["httpGet"] == {"path": "/healthz", "port": "http"}
+    # liveness restarts a wedged process; readiness follows the write path (a restart
+    # does not free a full disk)
+    paths = {"startupProbe": "/livez", "livenessProbe": "/livez", "readinessProbe": "/readyz"}
+    for probe, path in paths.items():
+        assert main[probe]["httpGet"] == {"path": path, "port": "http"}
     assert main["ports"] == [{"name": "http", "containerPort": 8080, "protocol": "TCP"}]
 
 

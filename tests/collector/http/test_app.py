@@ -269,7 +269,7 @@ def test_reads_need_the_token_but_probes_and_docs_do_not(client: httpx.Client) -
         assert client.get(path).status_code == 401, path
         assert client.get(path, headers=AUTH).status_code == 200, path
     assert client.post("/v1/recommendations/r1/dismiss").status_code == 401
-    for path in ("/healthz", "/metrics", "/openapi.json", "/docs"):
+    for path in ("/healthz", "/livez", "/readyz", "/metrics", "/openapi.json", "/docs"):
         assert client.get(path).status_code == 200, path
 
 
