@@ -190,6 +190,11 @@ class BatchAck(msgspec.Struct, frozen=True, kw_only=True):
     agent_boot_id: str
     seq: int
     samples_accepted: int = 0
+    #: samples of this batch not accounted because they fall behind event time the
+    #: collector has already applied (a node clock that stepped, or a batch held too long)
+    samples_late: int = 0
+    #: what the sender should know about an accepted batch, one sentence each
+    warnings: tuple[str, ...] = ()
 
 
 #: NVML clocks-event (throttle) reason bits, from nvml.h (nvmlClocksEventReason*).
