@@ -85,7 +85,7 @@ def judge(response: httpx.Response, boot_id: str, seq: int, samples: int, now: f
             )
         return Verdict(ShipOutcome.ACKED, "acked", "", code, ack=ack)
     date = http_date(response.headers.get("date"))
-    ahead = None if date is None else now - date
+    ahead = None if date is None else now - (date + 0.5)  # Date has whole seconds
     wait = retry_after_seconds(
         response.headers.get("retry-after"), now, response.headers.get("date")
     )
