@@ -38,10 +38,12 @@ def identity(item: Item) -> tuple[str, int, int]:
 class Backlog:
     """The spool and the memory queue behind one lock, as one oldest-first list."""
 
-    def __init__(self, spool: Spool, shipping_log: ShippingLog, stats: AgentStats) -> None:
+    def __init__(
+        self, spool: Spool, memory_max_bytes: int, shipping_log: ShippingLog, stats: AgentStats
+    ) -> None:
         self._spool = spool
         self._log = shipping_log
-        self._memory = MemoryQueue(spool.max_bytes, shipping_log, stats)
+        self._memory = MemoryQueue(memory_max_bytes, shipping_log, stats)
         self._lock = threading.Lock()
         #: the spool refused the latest batch: said once, until a batch is spooled again
         self._spool_failing = False

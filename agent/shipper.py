@@ -111,7 +111,8 @@ class Shipper:
         self._endpoint = settings.url.rstrip("/") + "/v1/batches"
         self._client = httpx.Client(transport=transport, timeout=settings.request_timeout_seconds)
         self._log = ShippingLog(node, stats)
-        self._backlog = Backlog(_open_spool(settings, stats, clock), self._log, stats)
+        spool = _open_spool(settings, stats, clock)
+        self._backlog = Backlog(spool, settings.spool_max_bytes, self._log, stats)
         self._seq = 0
         #: lowered after a 413, so later batches are cut no larger than what got through
         self._max_samples = settings.max_samples_per_batch

@@ -171,10 +171,6 @@ class Spool:
         _unlink_quietly(entry.path)
         self._forget(entry)
 
-    @property
-    def max_bytes(self) -> int:
-        return self._max_bytes
-
     def size_bytes(self) -> int:
         return sum(e.size_bytes for e in self._entries)
 
@@ -262,14 +258,14 @@ class Spool:
 
     def _settle_splits(self, entries: list[SpooledBatch]) -> list[SpooledBatch]:
         """``entries`` less what a split cut short by a crash left twice (batch_split.py)."""
-        remove = interrupted_splits([(e.created_ns, e.boot_id, e.seq, e.samples) for e in entries])
-        for entry in entries:
-            if (entry.created_ns, entry.boot_id, entry.seq, entry.samples) in remove:
-                log.warning(
-                    "spool: removing %s, left twice by a split a crash cut short", entry.path.name
-                )
-                _unlink_quietly(entry.path)
-        kept = [e for e in entries if (e.created_ns, e.boot_id, e.seq, e.samples) not in remove]
+        twice = interrupted_splits([(e.created_ns, e.boot_id, e.seq, e.samples) for e in entries])
+        kept = []
+        for e in entries:
+            if (e.created_ns, e.boot_id, e.seq, e.samples) not in twice:
+                kept.append(e)
+                continue
+            log.warning("spool: removing %s, left twice by a split a crash cut short", e.path.name)
+            _unlink_quietly(e.path)
         return sorted(kept, key=_order)
 
     def _publish_size(self) -> None:

@@ -12,14 +12,25 @@ import re
 import shutil
 import time
 from collections.abc import Iterator
+from email.utils import formatdate
 from pathlib import Path
 
+import httpx
 import pytest
 
 from agent.model import GpuSample
 from agent.shipper import Shipper
+from agent.shipping_policy import ShipOutcome, judge, retry_delay
 from agent.stats import AgentStats
-from tests.agent.test_shipper import GPUS, TOKEN, FakeCollector, settings_for, ticks, timestamps
+from tests.agent.test_shipper import (
+    GPUS,
+    TOKEN,
+    FakeCollector,
+    refusal,
+    settings_for,
+    ticks,
+    timestamps,
+)
 from tests.agent.test_shipper_backoff import START, FakeTime, SteppingStop
 
 
@@ -279,3 +290,21 @@ def test_batches_held_in_memory_are_bounded_and_each_loss_is_logged(
     assert stats.snapshot().spool_dropped_samples_total == 4
     assert stats.snapshot().memory_batches == 0
     shipper.close()
+
+
+@pytest.mark.parametrize("status", [429, 503])
+def test_retry_after_as_an_http_date_is_read_against_the_collectors_date(status: int) -> None:
+    collector_now = 1_700_000_000.0
+    headers = {
+        "Date": formatdate(collector_now, usegmt=True),
+        "Retry-After": formatdate(collector_now + 30, usegmt=True),
+    }
+    response = httpx.Response(status, headers=headers, content=refusal("busy", "overloaded"))
+    agent_now = collector_now + 600  # the node's clock is 10 min ahead
+
+    verdict = judge(response, "boot", 1, 5, agent_now)
+
+    assert verdict.outcome is ShipOutcome.RETRY
+    assert verdict.retry_after_seconds == 30.0
+    assert verdict.clock_ahead_seconds == pytest.approx(600, abs=1)
+    assert 30.0 <= retry_delay(30.0, 0.1, random.Random(1)) <= 30.0 * 1.25

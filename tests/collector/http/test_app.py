@@ -100,7 +100,8 @@ def test_a_good_batch_with_the_token_is_acknowledged_and_stored(
     response = post(client, encode_batch(batch))
     assert response.status_code == 200
     assert response.json() == {"status": "accepted", "node": "node-a", "agent_boot_id": "boot-1",
-                               "seq": 1, "samples_accepted": 3}  # fmt: skip
+                               "seq": 1, "samples_accepted": 3, "samples_late": 0,
+                               "warnings": []}  # fmt: skip
     [(stored, body, received_at)] = backend.ingested
     assert same_fields(stored, batch)
     assert (body, received_at) == (encode_batch(batch), NOW)
