@@ -18,7 +18,8 @@ Outcomes of one POST (agent/refusals.py has the table of the collector's reasons
 - A refusal someone can fix (401/403, the node's clock, the schema version, a limit, a
   reason this agent does not know) or a 4xx that did not come from a gpufleet collector
   (a proxy, a wrong URL): the batch stays, ERROR once per streak saying what to do,
-  counted by reason, back off.
+  counted by reason, back off. The batches behind it wait too (they share its clock,
+  version and path), until the fix or the spool's size and age bounds.
 - 5xx, 408/425/429, bad acks, network errors and timeouts: the batch stays and the shipper
   backs off, for as long as ``Retry-After`` asks when the answer has one (clamped, with
   jitter: shipping_policy.retry_delay).
