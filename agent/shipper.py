@@ -1,18 +1,32 @@
 """Ships samples to the collector: batches, gzip, bearer token, retries, and a spool.
 
 Every batch goes to the on-disk spool before it is sent, and leaves it only when the
-collector acknowledges it (or rejects it for good), so a collector outage or an agent
+collector acknowledges it (or refuses it for good), so a collector outage or an agent
 restart loses nothing. The collector treats ``(node, agent_boot_id, seq)`` as the batch's
 identity and acknowledges a repeat as a duplicate, so resending after any doubt is safe.
 
-Outcomes of one POST:
-- 2xx with a matching BatchAck: delivered; the spool file is removed.
-- 401/403: the token is refused; the batch stays, error logged once per streak, back off.
-- 413 and other 4xx about the batch itself (400, 422, ...): retrying can never succeed;
-  the batch is dropped, logged with the collector's message and counted, and the batches
-  behind it go on.
-- 5xx, endpoint-level 4xx (404, 429, ...), bad acks, network errors and timeouts: the
-  batch stays and the shipper backs off.
+Outcomes of one POST (agent/refusals.py has the table of the collector's reasons):
+- 2xx with a matching BatchAck: delivered; the spool file is removed. An ack with warnings
+  or late samples is logged once per streak; late samples are counted.
+- 413 (from the collector or a proxy) for a batch of 2+ samples: the batch is replaced in
+  the spool by its two halves (agent/batch_split.py; crash-safe), which are sent at once,
+  and later batches are cut no larger than the half. The collector's 413 for one sample:
+  dropped.
+- The collector refuses the batch for good (malformed, invalid_value, unknown_gpu): the
+  batch is dropped, logged with its identity and the collector's message, counted, and
+  the batches behind it go on.
+- A refusal someone can fix (401/403, the node's clock, the schema version, a limit, a
+  reason this agent does not know) or a 4xx that did not come from a gpufleet collector
+  (a proxy, a wrong URL): the batch stays, ERROR once per streak saying what to do,
+  counted by reason, back off. The batches behind it wait too (they share its clock,
+  version and path), until the fix or the spool's size and age bounds.
+- 5xx, 408/425/429, bad acks, network errors and timeouts: the batch stays and the shipper
+  backs off, for as long as ``Retry-After`` asks when the answer has one (clamped, with
+  jitter: shipping_policy.retry_delay).
+
+A batch the spool cannot store (disk full, read-only) waits in memory, bounded (at most
+MAX_MEMORY_BATCHES and the spool's byte bound; past it the oldest is dropped), and is sent
+like a spooled one on every pass; each one lost is logged and counted.
 """
 
 from __future__ import annotations
@@ -22,23 +36,27 @@ import random
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import httpx
 
 from agent import __version__
+from agent.backlog import Backlog, Item, identity
 from agent.config import ShipperSettings
 from agent.model import SCHEMA_VERSION, Batch, GpuInfo, GpuSample
+from agent.shipping_log import ShippingLog
 from agent.shipping_policy import (
     ShipOutcome,
+    Verdict,
     backoff_delay,
     batch_headers,
-    classify,
-    collector_message,
-    is_ack_for,
+    clamp_retry_after,
+    judge,
+    retry_delay,
 )
-from agent.spool import Spool, SpoolError, gzip_batch
+from agent.spool import Spool, SpoolError
 from agent.stats import AgentStats
 from gpufleet.settings import ConfigError, read_secret
 
@@ -57,6 +75,8 @@ def read_token(settings: ShipperSettings) -> str | None:
 class _SendResult:
     acked: int
     failed: bool
+    #: the wait the collector asked for with the answer that ended the pass
+    retry_after_seconds: float | None = None
 
 
 class Shipper:
@@ -90,17 +110,18 @@ class Shipper:
         self._labels = dict(node_labels or {})
         self._rng = rng or random.Random()
         self._endpoint = settings.url.rstrip("/") + "/v1/batches"
-        self._spool = _open_spool(settings, stats, clock)
         self._client = httpx.Client(transport=transport, timeout=settings.request_timeout_seconds)
+        self._log = ShippingLog(node, stats)
+        spool = _open_spool(settings, stats, clock)
+        self._backlog = Backlog(spool, settings.spool_max_bytes, self._log, stats)
         self._seq = 0
+        #: lowered after a 413, so later batches are cut no larger than what got through
+        self._max_samples = settings.max_samples_per_batch
         self._gpus: tuple[GpuInfo, ...] = ()
         self._samples: list[GpuSample] = []
-        self._unspooled: list[Batch] = []
         self._buffer_lock = threading.Lock()
-        self._spool_lock = threading.Lock()
+        self._cut_lock = threading.Lock()
         self._send_lock = threading.Lock()
-        #: failure kinds already logged in the current streak of failures
-        self._complaints: set[str] = set()
 
     def submit(self, gpus: Sequence[GpuInfo], samples: Sequence[GpuSample]) -> None:
         """Buffer one tick's samples; ``gpus`` replaces the GPU set sent with batches."""
@@ -127,8 +148,9 @@ class Shipper:
                 spool_in = interval
             if send_in > 0:
                 continue
-            failures = 0 if self._send_guarded() else failures + 1
-            send_in = self._backoff(failures) if failures else spool_in
+            result = self._send_guarded()
+            failures = failures + 1 if result.failed else 0
+            send_in = self._wait_after(failures, result) if failures else spool_in
 
     def close(self) -> None:
         """Spool what is buffered and try one short send; the spool keeps the rest."""
@@ -139,36 +161,35 @@ class Shipper:
         try:
             deadline = time.monotonic() + CLOSE_BUDGET_SECONDS
             self._send_all(CLOSE_BUDGET_SECONDS, deadline)
+            self._backlog.lose_memory("the agent stopped before it could be sent or spooled")
         finally:
             self._send_lock.release()
             self._client.close()
 
-    def _send_guarded(self) -> bool:
-        """One pass over the spool; True when nothing had to wait. Never raises."""
+    def _send_guarded(self) -> _SendResult:
+        """One pass over the spool; ``failed`` when something had to wait. Never raises."""
         try:
             with self._send_lock:
-                return not self._send_all(self._settings.request_timeout_seconds, None).failed
+                return self._send_all(self._settings.request_timeout_seconds, None)
         except Exception:  # the shipping thread must outlive any bug; the spool keeps data
             log.exception("shipper: unexpected error while sending; retrying later")
-            return False
+            return _SendResult(0, failed=True)
 
-    def _backoff(self, failures: int) -> float:
+    def _wait_after(self, failures: int, result: _SendResult) -> float:
         s = self._settings
+        if result.retry_after_seconds is not None:
+            return retry_delay(result.retry_after_seconds, s.initial_backoff_seconds, self._rng)
         return backoff_delay(failures, s.initial_backoff_seconds, s.max_backoff_seconds, self._rng)
 
     def _spool_buffer(self) -> None:
-        with self._spool_lock:
+        with self._cut_lock:
             with self._buffer_lock:
                 gpus, samples, self._samples = self._gpus, self._samples, []
             for batch in self._cut(gpus, samples):
-                try:
-                    self._spool.append(batch)
-                except SpoolError as err:
-                    log.error("shipper: %s; batch %d is held in memory only", err, batch.seq)
-                    self._unspooled.append(batch)
+                self._backlog.add(batch)
 
     def _cut(self, gpus: tuple[GpuInfo, ...], samples: list[GpuSample]) -> list[Batch]:
-        size = self._settings.max_samples_per_batch
+        size = self._max_samples
         return [self._batch(gpus, samples[i : i + size]) for i in range(0, len(samples), size)]
 
     def _batch(self, gpus: tuple[GpuInfo, ...], samples: list[GpuSample]) -> Batch:
@@ -186,91 +207,68 @@ class Shipper:
         )
 
     def _send_all(self, timeout: float, deadline: float | None) -> _SendResult:
-        """Send spooled batches oldest first, stopping at the first that must wait."""
-        with self._spool_lock:
-            entries = self._spool.pending()
+        """Send spooled and memory-held batches oldest first, stopping at the first that
+        must wait; a batch split after a 413 is followed by its halves."""
+        work: deque[Item] = deque(self._backlog.pending())
         acked = 0
-        for entry in entries:
+        while work:
             if deadline is not None and time.monotonic() >= deadline:
                 return _SendResult(acked, failed=True)
-            with self._spool_lock:
-                body = self._spool.read_body(entry)
+            item = work.popleft()
+            body = self._backlog.body(item)
             if body is None:
                 continue
-            outcome = self._deliver(body, entry.boot_id, entry.seq, timeout)
-            if outcome in (ShipOutcome.UNAUTHORIZED, ShipOutcome.RETRY):
-                self._drop_unspooled()
-                return _SendResult(acked, failed=True)
-            with self._spool_lock:
-                self._spool.remove(entry)
-            acked += self._settle(outcome, entry.samples)
-        return self._send_unspooled(acked, timeout)
+            boot_id, seq, samples = identity(item)
+            verdict = self._deliver(body, boot_id, seq, samples, timeout)
+            if verdict.outcome in (ShipOutcome.HELD, ShipOutcome.RETRY):
+                return _SendResult(acked, failed=True, retry_after_seconds=self._asked(verdict))
+            if verdict.outcome is ShipOutcome.SPLIT:
+                parts = self._backlog.split(item, body)
+                if parts is None:
+                    return _SendResult(acked, failed=True)
+                if parts:
+                    self._cut_smaller(min(identity(part)[2] for part in parts))
+                work.extendleft(reversed(parts))
+                continue
+            self._backlog.remove(item)
+            if verdict.outcome is ShipOutcome.ACKED:  # else ShippingLog counted the loss
+                self._stats.record_batch_sent(samples)
+                acked += 1
+        return _SendResult(acked, failed=False)
 
-    def _send_unspooled(self, acked: int, timeout: float) -> _SendResult:
-        # Batches the spool could not hold (disk full): one chance, then they are lost.
-        with self._spool_lock:
-            batches, self._unspooled = self._unspooled, []
-        failed = False
-        for batch in batches:
-            outcome = self._deliver(gzip_batch(batch), batch.agent_boot_id, batch.seq, timeout)
-            failed = failed or outcome in (ShipOutcome.UNAUTHORIZED, ShipOutcome.RETRY)
-            acked += self._settle(outcome, len(batch.samples))
-        return _SendResult(acked, failed)
+    def _asked(self, verdict: Verdict) -> float | None:
+        if verdict.retry_after_seconds is None:
+            return None
+        wait = clamp_retry_after(
+            verdict.retry_after_seconds, self._settings.initial_backoff_seconds
+        )
+        self._log.asked_to_wait(wait)
+        return wait
 
-    def _drop_unspooled(self) -> None:
-        with self._spool_lock:
-            batches, self._unspooled = self._unspooled, []
-        for batch in batches:
-            log.error("shipper: batch %d was in memory only and could not be sent; lost", batch.seq)
-            self._settle(ShipOutcome.REJECTED, len(batch.samples))
+    def _cut_smaller(self, samples: int) -> None:
+        if samples < self._max_samples:
+            self._max_samples = samples
+            log.warning(
+                "shipper: batches are cut at %d samples from now on, as one twice that size "
+                "was too large (set shipper.max_samples_per_batch to keep it after a restart)",
+                samples,
+            )
 
-    def _settle(self, outcome: ShipOutcome, samples: int) -> int:
-        """Count a batch that left the spool; 1 when it was acked."""
-        if outcome is ShipOutcome.ACKED:
-            self._stats.record_batch_sent(samples)
-            return 1
-        self._stats.record_spool_drop(1, samples)
-        return 0
-
-    def _deliver(self, body: bytes, boot_id: str, seq: int, timeout: float) -> ShipOutcome:
+    def _deliver(
+        self, body: bytes, boot_id: str, seq: int, samples: int, timeout: float
+    ) -> Verdict:
         try:
             response = self._client.post(
                 self._endpoint, content=body, headers=batch_headers(self._token), timeout=timeout
             )
         except httpx.HTTPError as err:
-            return self._fail(ShipOutcome.RETRY, "network", f"collector unreachable: {err!r}")
-        return self._judge(response, boot_id, seq)
-
-    def _judge(self, response: httpx.Response, boot_id: str, seq: int) -> ShipOutcome:
-        code = response.status_code
-        outcome = classify(code)
-        if outcome is ShipOutcome.ACKED:
-            if is_ack_for(response.content, boot_id, seq):
-                self._complaints.clear()
-                return ShipOutcome.ACKED
-            return self._fail(ShipOutcome.RETRY, "ack", f"HTTP {code} without an ack for seq {seq}")
-        if outcome is ShipOutcome.UNAUTHORIZED:
+            verdict = Verdict(ShipOutcome.RETRY, "network", f"collector unreachable: {err!r}")
+        else:
+            verdict = judge(response, boot_id, seq, samples, self._clock())
+        if verdict.reason == "unauthorized":
             self._reload_token()
-            return self._fail(outcome, "auth", f"the collector refused the token (HTTP {code})")
-        if outcome is ShipOutcome.REJECTED:
-            self._stats.record_batch_failed()
-            log.error(
-                "shipper: the collector rejected batch %s/%d for good (HTTP %d: %s); dropped",
-                boot_id,
-                seq,
-                code,
-                collector_message(response),
-            )
-            return outcome
-        return self._fail(outcome, f"http-{code}", f"HTTP {code}: {collector_message(response)}")
-
-    def _fail(self, outcome: ShipOutcome, kind: str, message: str) -> ShipOutcome:
-        self._stats.record_batch_failed()
-        if kind not in self._complaints:
-            self._complaints.add(kind)
-            level = logging.ERROR if outcome is ShipOutcome.UNAUTHORIZED else logging.WARNING
-            log.log(level, "shipper: %s; batches stay spooled and are retried", message)
-        return outcome
+        self._log.answered(verdict, boot_id, seq, samples)
+        return verdict
 
     def _reload_token(self) -> None:
         # A mounted secret may have been rotated since start-up.

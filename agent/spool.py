@@ -4,6 +4,9 @@ One gzipped file per batch, holding exactly the HTTP body the shipper sends. A f
 written to ``<name>.tmp``, fsynced and renamed, so a crash leaves either a whole batch or
 a ``.tmp`` that the next start removes. File names sort in creation order and carry what
 the shipper needs without decoding: ``<created ns>_<boot id>_<seq>_<samples>.json.gz``.
+The halves of a batch split after a 413 take its place: its creation time, and seqs
+(agent/batch_split.py) that sort in sample order; a crash in the middle of a split is
+settled on the next start.
 
 The spool is bounded by size and age; past a bound the oldest batches are dropped, logged
 and counted (batches and samples) in ``AgentStats``. Not thread-safe: the shipper
@@ -12,6 +15,7 @@ serialises access.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import logging
 import os
@@ -22,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent.batch_split import interrupted_splits
 from agent.model import Batch, encode_batch
 from agent.stats import AgentStats
 from gpufleet.durable import fsync_directory
@@ -30,7 +35,7 @@ log = logging.getLogger(__name__)
 
 _SUFFIX = ".json.gz"
 _TMP_SUFFIX = _SUFFIX + ".tmp"
-_NAME = re.compile(r"^(\d{20})_([A-Za-z0-9-]+)_(\d{12})_(\d+)\.json\.gz$")
+_NAME = re.compile(r"^(\d{20})_([A-Za-z0-9-]+)_(\d{12,19})_(\d+)\.json\.gz$")
 _BOOT_ID = re.compile(r"^[A-Za-z0-9-]+$")
 #: gzip level 6 is the usual speed/size balance; the agent's CPU budget is ~1 ms/sample
 _GZIP_LEVEL = 6
@@ -103,20 +108,42 @@ class Spool:
 
         Raises SpoolError when the file cannot be written; nothing partial is left behind.
         """
-        if not _BOOT_ID.match(batch.agent_boot_id):
-            raise ValueError(f"agent_boot_id {batch.agent_boot_id!r}: letters, digits, '-' only")
-        created_ns = self._next_created_ns()
-        name = f"{created_ns:020d}_{batch.agent_boot_id}_{batch.seq:012d}_{len(batch.samples)}"
-        path = self._dir / (name + _SUFFIX)
-        body = gzip_batch(batch)
-        self._write_atomically(path, body)
-        entry = SpooledBatch(
-            path, created_ns, batch.agent_boot_id, batch.seq, len(batch.samples), len(body)
-        )
+        entry = self._write(batch, self._next_created_ns())
         self._entries.append(entry)
         self._enforce_bounds()
         self._publish_size()
         return entry
+
+    def split(self, entry: SpooledBatch, first: Batch, second: Batch) -> list[SpooledBatch]:
+        """Put the halves of ``entry`` (agent/batch_split.py) in its place: both written
+        durably, then ``entry`` removed. Raises SpoolError when a half cannot be written;
+        ``entry`` then stays as it was (a crash in between is settled on the next start)."""
+        halves = [self._write(first, entry.created_ns)]
+        try:
+            halves.append(self._write(second, entry.created_ns))
+        except SpoolError:
+            _unlink_quietly(halves[0].path)
+            raise
+        _unlink_quietly(entry.path)
+        if entry in self._entries:
+            at = self._entries.index(entry)
+            self._entries[at : at + 1] = halves
+        else:
+            self._entries = sorted([*self._entries, *halves], key=_order)
+        self._enforce_bounds()
+        self._publish_size()
+        return [h for h in halves if h in self._entries]
+
+    def _write(self, batch: Batch, created_ns: int) -> SpooledBatch:
+        if not _BOOT_ID.match(batch.agent_boot_id):
+            raise ValueError(f"agent_boot_id {batch.agent_boot_id!r}: letters, digits, '-' only")
+        name = f"{created_ns:020d}_{batch.agent_boot_id}_{batch.seq:012d}_{len(batch.samples)}"
+        path = self._dir / (name + _SUFFIX)
+        body = gzip_batch(batch)
+        self._write_atomically(path, body)
+        return SpooledBatch(
+            path, created_ns, batch.agent_boot_id, batch.seq, len(batch.samples), len(body)
+        )
 
     def pending(self) -> list[SpooledBatch]:
         """Every spooled batch, oldest first."""
@@ -164,8 +191,9 @@ class Spool:
             os.replace(tmp, path)
             fsync_directory(self._dir)
         except OSError as err:
-            _unlink_quietly(tmp)
-            _unlink_quietly(path)
+            for leftover in (tmp, path):  # never made, or removed by the next start
+                with contextlib.suppress(OSError):
+                    leftover.unlink(missing_ok=True)
             raise SpoolError(f"cannot write {path}: {err.strerror or err}") from err
 
     def _enforce_bounds(self) -> None:
@@ -226,11 +254,28 @@ class Spool:
                 entries.append(entry)
             else:
                 self._discard_corrupt(entry)
-        return entries
+        return self._settle_splits(entries)
+
+    def _settle_splits(self, entries: list[SpooledBatch]) -> list[SpooledBatch]:
+        """``entries`` less what a split cut short by a crash left twice (batch_split.py)."""
+        twice = interrupted_splits([(e.created_ns, e.boot_id, e.seq, e.samples) for e in entries])
+        kept = []
+        for e in entries:
+            if (e.created_ns, e.boot_id, e.seq, e.samples) not in twice:
+                kept.append(e)
+                continue
+            log.warning("spool: removing %s, left twice by a split a crash cut short", e.path.name)
+            _unlink_quietly(e.path)
+        return sorted(kept, key=_order)
 
     def _publish_size(self) -> None:
         if self._stats is not None:
             self._stats.set_spool_size(self.size_bytes(), len(self._entries))
+
+
+def _order(entry: SpooledBatch) -> tuple[int, str, int]:
+    """Oldest first; the halves of a split in sample order, in the place of their batch."""
+    return entry.created_ns, entry.boot_id, entry.seq
 
 
 def _is_whole_gzip(body: bytes) -> bool:

@@ -26,6 +26,17 @@ class StatsSnapshot:
     spool_bytes: int
     spool_batches: int
     unhealthy_gpus: int
+    #: refusals the sender can fix, by reason: the batch was kept (agent/refusals.py)
+    batches_held_total: dict[str, int] = field(default_factory=dict)
+    #: batches the collector refused for good, by reason (also in spool_dropped_*)
+    batches_refused_total: dict[str, int] = field(default_factory=dict)
+    batches_split_total: int = 0
+    #: samples acks said fell behind event time the collector had already applied
+    samples_late_total: int = 0
+    #: the wait the collector last asked for (Retry-After, clamped); 0 after a delivery
+    retry_after_seconds: float = 0.0
+    #: batches the spool could not store, held in memory only
+    memory_batches: int = 0
 
 
 @dataclass
@@ -43,6 +54,12 @@ class AgentStats:
     _spool_bytes: int = 0
     _spool_batches: int = 0
     _unhealthy_gpus: int = 0
+    _held: Counter[str] = field(default_factory=Counter)
+    _refused: Counter[str] = field(default_factory=Counter)
+    _splits: int = 0
+    _samples_late: int = 0
+    _retry_after_seconds: float = 0.0
+    _memory_batches: int = 0
 
     def record_read(self, seconds: float, unhealthy_gpus: int = 0) -> None:
         with self._lock:
@@ -74,6 +91,30 @@ class AgentStats:
             self._spool_bytes = size_bytes
             self._spool_batches = batches
 
+    def record_held(self, reason: str) -> None:
+        with self._lock:
+            self._held[reason] += 1
+
+    def record_refused(self, reason: str) -> None:
+        with self._lock:
+            self._refused[reason] += 1
+
+    def record_split(self) -> None:
+        with self._lock:
+            self._splits += 1
+
+    def record_late(self, samples: int) -> None:
+        with self._lock:
+            self._samples_late += samples
+
+    def set_retry_after(self, seconds: float) -> None:
+        with self._lock:
+            self._retry_after_seconds = seconds
+
+    def set_memory_batches(self, batches: int) -> None:
+        with self._lock:
+            self._memory_batches = batches
+
     def snapshot(self) -> StatsSnapshot:
         with self._lock:
             return StatsSnapshot(
@@ -89,4 +130,10 @@ class AgentStats:
                 spool_bytes=self._spool_bytes,
                 spool_batches=self._spool_batches,
                 unhealthy_gpus=self._unhealthy_gpus,
+                batches_held_total=dict(self._held),
+                batches_refused_total=dict(self._refused),
+                batches_split_total=self._splits,
+                samples_late_total=self._samples_late,
+                retry_after_seconds=self._retry_after_seconds,
+                memory_batches=self._memory_batches,
             )

@@ -235,6 +235,49 @@ AGENT_METRICS: tuple[MetricSpec, ...] = (
         ("node",),
         "GPUs whose latest read failed.",
     ),
+    # What the collector answered (agent/refusals.py): held, refused, split, late, waits.
+    MetricSpec(
+        "gpufleet_agent_batches_held_total",
+        "counter",
+        "",
+        ("node", "reason"),
+        "Sends refused for a reason someone can fix (clock, version, token, a proxy): kept.",
+    ),
+    MetricSpec(
+        "gpufleet_agent_batches_refused_total",
+        "counter",
+        "",
+        ("node", "reason"),
+        "Batches the collector refused for good, by its reason (dropped: data lost).",
+    ),
+    MetricSpec(
+        "gpufleet_agent_batches_split_total",
+        "counter",
+        "",
+        ("node",),
+        "Batches sent again as two halves after HTTP 413.",
+    ),
+    MetricSpec(
+        "gpufleet_agent_samples_late_total",
+        "counter",
+        "",
+        ("node",),
+        "Accepted samples the collector could not account: behind event time it had applied.",
+    ),
+    MetricSpec(
+        "gpufleet_agent_collector_retry_after_seconds",
+        "gauge",
+        "seconds",
+        ("node",),
+        "The wait the collector last asked for (Retry-After, clamped); 0 after a delivery.",
+    ),
+    MetricSpec(
+        "gpufleet_agent_memory_batches",
+        "gauge",
+        "",
+        ("node",),
+        "Batches the spool could not store, held in memory only (lost on restart).",
+    ),
 )
 
 CATALOGUE: tuple[MetricSpec, ...] = GPU_METRICS + AGENT_METRICS

@@ -188,11 +188,21 @@ class AgentExporter(Collector):
             "gpufleet_agent_spool_dropped_batches_total": snap.spool_dropped_batches_total,
             "gpufleet_agent_spool_dropped_samples_total": snap.spool_dropped_samples_total,
             "gpufleet_agent_unhealthy_gpus": snap.unhealthy_gpus,
+            "gpufleet_agent_batches_split_total": snap.batches_split_total,
+            "gpufleet_agent_samples_late_total": snap.samples_late_total,
+            "gpufleet_agent_collector_retry_after_seconds": snap.retry_after_seconds,
+            "gpufleet_agent_memory_batches": snap.memory_batches,
         }
         families = FamilySet(AGENT_METRICS)
         for name, value in scalars.items():
             labels = (*node, __version__) if name == "gpufleet_agent_info" else node
             families.add(name, labels, float(value))
+        for name, by_reason in (
+            ("gpufleet_agent_batches_held_total", snap.batches_held_total),
+            ("gpufleet_agent_batches_refused_total", snap.batches_refused_total),
+        ):
+            for reason, count in sorted(by_reason.items()):
+                families.add(name, (*node, reason), count)
         for (uuid, field), count in sorted(snap.field_errors_total.items()):
             families.add("gpufleet_agent_field_errors_total", (*node, uuid, field), count)
         with self._errors_lock:

@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import enum
 import json
-import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 from collector.notify.messages import Text
 from collector.notify.settings import Channel
+from gpufleet.retry_after import retry_after_seconds
 
 
 @dataclass(frozen=True)
@@ -75,17 +74,7 @@ def classify_http(
 def retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
     """``Retry-After`` in seconds (delta or HTTP date); None when absent or unreadable."""
     value = headers.get("retry-after") or headers.get("Retry-After")
-    if not value:
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            when = parsedate_to_datetime(value).timestamp()
-        except (TypeError, ValueError):
-            return None
-        seconds = when - (time.time() if now is None else now)
-    return max(0.0, seconds) if math.isfinite(seconds) else None
+    return retry_after_seconds(value, time.time() if now is None else now)
 
 
 def json_or_empty(body: bytes) -> dict[str, Any]:

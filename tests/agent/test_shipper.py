@@ -1,7 +1,8 @@
 """The shipper against a real HTTP collector on 127.0.0.1 that acts like DESIGN §3 says.
 
 The fake collector decodes the gzipped batch with the wire contract, checks the bearer
-token, acknowledges ``(node, agent_boot_id, seq)`` and treats a repeat as a no-op. Ground
+token, acknowledges ``(node, agent_boot_id, seq)`` and treats a repeat as a no-op. It
+refuses with the collector's error body ``{"error", "field", "reason"}``. Ground
 truth is what the test submitted: every sample must arrive exactly once, in order.
 """
 
@@ -32,12 +33,21 @@ GPUS = [GpuInfo(uuid="GPU-a", index=0, name="H100"), GpuInfo(uuid="GPU-b", index
 
 @dataclass
 class FakeCollector:
-    """A collector on 127.0.0.1: ``answer`` None accepts; an int answers that status."""
+    """A collector on 127.0.0.1: ``answer`` None accepts; an int answers that status, with
+    the collector's error body naming ``reason`` (or ``answer_body`` as it is)."""
 
     token: str | None = TOKEN
     answer: int | None = None
-    #: answer 422 to these seqs (a batch the collector finds malformed)
+    reason: str | None = None
+    answer_body: bytes | None = None
+    answer_headers: dict[str, str] = field(default_factory=dict)
+    #: answer 422 invalid_value to these seqs (a batch the collector refuses for good)
     reject_seqs: set[int] = field(default_factory=set)
+    #: answer 413 too_large to a batch of more samples than this
+    max_samples: int | None = None
+    #: what acks say of accepted batches
+    ack_samples_late: int = 0
+    ack_warnings: tuple[str, ...] = ()
     #: record the batch, then hang up without answering (a lost ack)
     hang_up_after_accept: bool = False
     on_accept: Callable[[Batch], object] | None = None
@@ -79,15 +89,18 @@ class FakeCollector:
             self.attempt_times.append(self.clock())
             self.headers.append(headers)
             if headers.get("authorization") != f"Bearer {self.token}":
-                return 401, b'{"error": "unauthorized"}'
+                return 401, refusal("missing or invalid bearer token", "unauthorized")
             if self.answer is not None:
-                return self.answer, b'{"error": "collector unavailable"}'
+                body = self.answer_body or refusal("collector unavailable", self.reason)
+                return self.answer, body
             try:
                 batch = decode_batch(gzip.decompress(body))
             except (OSError, msgspec.DecodeError) as err:
-                return 422, json.dumps({"error": str(err)}).encode()
+                return 422, refusal(str(err), "malformed")
             if batch.seq in self.reject_seqs:
-                return 422, b'{"error": "samples[0].power_watts: expected a number"}'
+                return 422, refusal("samples[0].power_watts: expected a number", "invalid_value")
+            if self.max_samples is not None and len(batch.samples) > self.max_samples:
+                return 413, refusal(f"at most {self.max_samples} samples", "too_large")
             return self._ack(batch)
 
     def _ack(self, batch: Batch) -> tuple[int, bytes] | None:
@@ -103,9 +116,19 @@ class FakeCollector:
         if self.hang_up_after_accept:
             return None
         ack = BatchAck(
-            status=status, node=batch.node, agent_boot_id=batch.agent_boot_id, seq=batch.seq
+            status=status,
+            node=batch.node,
+            agent_boot_id=batch.agent_boot_id,
+            seq=batch.seq,
+            samples_late=self.ack_samples_late,
+            warnings=self.ack_warnings,
         )
         return 200, msgspec.json.encode(ack)
+
+
+def refusal(error: str, reason: str | None) -> bytes:
+    """The collector's error body (collector/http/responses.py)."""
+    return json.dumps({"error": error, "field": None, "reason": reason}).encode()
 
 
 def _handler(collector: FakeCollector) -> type[BaseHTTPRequestHandler]:
@@ -122,6 +145,8 @@ def _handler(collector: FakeCollector) -> type[BaseHTTPRequestHandler]:
 
         def _reply(self, status: int, body: bytes) -> None:
             self.send_response(status)
+            for name, value in collector.answer_headers.items():
+                self.send_header(name, value)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()

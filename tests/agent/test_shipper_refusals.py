@@ -1,4 +1,5 @@
-"""What the shipper does when the collector refuses: keep on 401, drop and count on 4xx."""
+"""What the shipper does when the collector refuses: keep on 401 and on what someone can fix,
+drop and count only what the collector refuses for good."""
 
 from __future__ import annotations
 
@@ -6,16 +7,18 @@ import logging
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from agent.shipper import Shipper
-from agent.shipping_policy import ShipOutcome, classify
+from agent.shipping_policy import ShipOutcome, judge
 from agent.stats import AgentStats
 from gpufleet.settings import ConfigError
 from tests.agent.test_shipper import (
     GPUS,
     TOKEN,
     FakeCollector,
+    refusal,
     settings_for,
     ticks,
     timestamps,
@@ -31,25 +34,41 @@ def collector() -> Iterator[FakeCollector]:
         server.stop()
 
 
+PROXY_PAGE = b"<html><body><h1>400 Bad Request</h1>nginx</body></html>"
+
+
 @pytest.mark.parametrize(
-    ("status", "outcome"),
+    ("status", "body", "samples", "outcome"),
     [
-        (200, ShipOutcome.ACKED),
-        (202, ShipOutcome.ACKED),
-        (401, ShipOutcome.UNAUTHORIZED),
-        (403, ShipOutcome.UNAUTHORIZED),
-        (400, ShipOutcome.REJECTED),
-        (413, ShipOutcome.REJECTED),
-        (422, ShipOutcome.REJECTED),
-        (404, ShipOutcome.RETRY),
-        (429, ShipOutcome.RETRY),
-        (500, ShipOutcome.RETRY),
-        (503, ShipOutcome.RETRY),
-        (302, ShipOutcome.RETRY),
+        (401, refusal("bad token", "unauthorized"), 5, ShipOutcome.HELD),
+        (403, b"Forbidden", 5, ShipOutcome.HELD),
+        (422, refusal("not JSON", "malformed"), 5, ShipOutcome.REJECTED),
+        (422, refusal("NaN", "invalid_value"), 5, ShipOutcome.REJECTED),
+        (422, refusal("GPU-x not in gpus", "unknown_gpu"), 5, ShipOutcome.REJECTED),
+        (413, refusal("too big", "too_large"), 5, ShipOutcome.SPLIT),
+        (413, refusal("too big", "too_large"), 1, ShipOutcome.REJECTED),
+        (413, PROXY_PAGE, 5, ShipOutcome.SPLIT),
+        (413, PROXY_PAGE, 1, ShipOutcome.HELD),
+        (422, refusal("ahead", "future_timestamp"), 5, ShipOutcome.HELD),
+        (422, refusal("old", "past_timestamp"), 5, ShipOutcome.HELD),
+        (422, refusal("speaks 2", "schema_version"), 5, ShipOutcome.HELD),
+        (409, refusal("claimed", "duplicate_gpu"), 5, ShipOutcome.HELD),
+        (422, refusal("too many GPUs", "limit_exceeded"), 5, ShipOutcome.HELD),
+        (422, refusal("new rule", "a_reason_from_the_future"), 5, ShipOutcome.HELD),
+        (400, PROXY_PAGE, 5, ShipOutcome.HELD),
+        (422, b'{"detail": "a proxy speaking JSON"}', 5, ShipOutcome.HELD),
+        (404, b"Not Found", 5, ShipOutcome.HELD),
+        (429, refusal("busy", "overloaded"), 5, ShipOutcome.RETRY),
+        (500, b"oops", 5, ShipOutcome.RETRY),
+        (503, refusal("could not store", None), 5, ShipOutcome.RETRY),
+        (302, b"", 5, ShipOutcome.RETRY),
     ],
 )
-def test_status_codes_are_classified(status: int, outcome: ShipOutcome) -> None:
-    assert classify(status) is outcome
+def test_answers_are_judged_by_status_and_the_collectors_reason(
+    status: int, body: bytes, samples: int, outcome: ShipOutcome
+) -> None:
+    response = httpx.Response(status, content=body)
+    assert judge(response, "boot", 7, samples, 0.0).outcome is outcome
 
 
 def test_a_refused_token_keeps_the_data_and_a_rotated_token_file_recovers(
@@ -113,14 +132,20 @@ def test_a_malformed_batch_is_dropped_counted_and_does_not_block_the_queue(
     shipper.close()
 
 
-@pytest.mark.parametrize("status", [400, 413])
-def test_a_batch_that_can_never_succeed_is_dropped(
-    collector: FakeCollector, tmp_path: Path, status: int
+@pytest.mark.parametrize(
+    ("status", "reason"), [(400, "malformed"), (422, "unknown_gpu"), (413, "too_large")]
+)
+def test_a_batch_the_collector_refuses_for_good_is_dropped_and_logged(
+    collector: FakeCollector,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    status: int,
+    reason: str,
 ) -> None:
-    collector.answer = status
+    collector.answer, collector.reason = status, reason
     stats = AgentStats()
-    shipper = Shipper(settings_for(collector, tmp_path), "n", stats, TOKEN)
-    shipper.submit(GPUS, ticks(0, 1)[0])
+    shipper = Shipper(settings_for(collector, tmp_path), "node-7", stats, TOKEN)
+    shipper.submit(GPUS, ticks(0, 1)[0][:1])  # one sample: a 413 cannot be split
     assert shipper.flush() == 0
     collector.answer = None
     shipper.submit(GPUS, ticks(1, 1)[0])
@@ -128,7 +153,13 @@ def test_a_batch_that_can_never_succeed_is_dropped(
     assert shipper.flush() == 1
 
     assert collector.samples() == timestamps(ticks(1, 1))
-    assert stats.snapshot().spool_dropped_samples_total == 2
+    snap = stats.snapshot()
+    assert snap.spool_dropped_samples_total == 1
+    assert snap.batches_refused_total == {reason: 1}
+    [lost] = [r for r in caplog.records if "is lost" in r.getMessage()]
+    assert lost.levelno == logging.ERROR
+    assert f"batch {shipper.boot_id}/1 of node node-7 (1 samples)" in lost.getMessage()
+    assert "collector unavailable" in lost.getMessage()  # the collector's message
     shipper.close()
 
 
@@ -188,9 +219,13 @@ def test_a_spool_that_cannot_be_written_still_sends_directly(
     assert shipper.flush() == 1
 
     assert collector.samples() == timestamps(ticks(0, 1))
-    assert "in memory only" in caplog.text
+    assert "held in memory meanwhile" in caplog.text
     collector.stop()
     shipper.submit(GPUS, ticks(1, 1)[0])
     assert shipper.flush() == 0
-    assert stats.snapshot().spool_dropped_samples_total == 2  # lost, and counted
+    assert shipper.flush() == 0  # retried on every pass, not one try
+    collector.start()
+    assert shipper.flush() == 1
+    assert collector.samples() == timestamps(ticks(0, 2))
+    assert stats.snapshot().spool_dropped_samples_total == 0
     shipper.close()

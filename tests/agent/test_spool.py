@@ -11,6 +11,7 @@ import hypothesis.strategies as st
 import pytest
 from hypothesis import given, settings
 
+from agent.batch_split import halves
 from agent.model import Batch, GpuInfo, GpuSample, decode_batch
 from agent.spool import Spool
 from agent.stats import AgentStats
@@ -188,3 +189,59 @@ def test_bound_by_bytes_keeps_the_newest_and_loses_exactly_what_it_counts(
         assert snap.spool_dropped_samples_total == sum(lost)
         assert snap.spool_dropped_batches_total == len(lost)
         assert len(list(Path(directory).iterdir())) == len(kept)
+
+
+def test_halves_take_the_place_of_their_batch_and_survive_a_restart(tmp_path: Path) -> None:
+    spool = Spool(tmp_path, 10 * MB, 3600.0, clock=Clock())
+    before, big, after = batch(1, 1), batch(2, 5), batch(3, 1)
+    entries = [spool.append(b) for b in (before, big, after)]
+    parts = halves(big)
+    assert parts is not None
+
+    spool.split(entries[1], *parts)
+
+    def shape(s: Spool) -> list[tuple[int, int]]:
+        return [(e.seq, e.samples) for e in s.pending()]
+
+    want = [(1, 1), (parts[0].seq, 2), (parts[1].seq, 3), (3, 1)]
+    assert shape(spool) == want
+    assert shape(Spool(tmp_path, 10 * MB, 3600.0)) == want
+    assert parts[0].samples + parts[1].samples == big.samples
+
+
+@pytest.mark.parametrize("halves_written", [1, 2])
+def test_a_split_a_crash_cut_short_is_settled_on_the_next_start(
+    tmp_path: Path, halves_written: int
+) -> None:
+    spool = Spool(tmp_path, 10 * MB, 3600.0, clock=Clock())
+    big = batch(7, 4)
+    entry = spool.append(big)
+    original = entry.path.read_bytes()
+    parts = halves(big)
+    assert parts is not None
+    written = spool.split(entry, *parts)
+    for extra in written[halves_written:]:
+        extra.path.unlink()  # the crash came before this half was written ...
+    entry.path.write_bytes(original)  # ... and before the original was removed
+
+    recovered = Spool(tmp_path, 10 * MB, 3600.0)
+
+    seqs = [(e.seq, e.samples) for e in recovered.pending()]
+    if halves_written == 2:  # the split had finished: the halves stand
+        assert seqs == [(parts[0].seq, 2), (parts[1].seq, 2)]
+    else:  # it had not: the original stands, and is split again when sent
+        assert seqs == [(7, 4)]
+    assert len(list(tmp_path.iterdir())) == len(seqs)
+
+
+def test_splitting_a_batch_again_gives_the_same_halves() -> None:
+    big = batch(9, 7)
+    first, second = halves(big) or (big, big)
+    assert halves(big) == (first, second)
+    quarters = halves(first)
+    assert quarters is not None
+    seqs = {9, first.seq, second.seq, quarters[0].seq, quarters[1].seq}
+    assert len(seqs) == 5 and all(0 < seq < 2**63 for seq in seqs)
+    assert first.seq < second.seq  # in sample order, as the spool sorts them
+    assert quarters[0].seq < quarters[1].seq < second.seq
+    assert halves(batch(3, 1)) is None

@@ -176,6 +176,11 @@ def fleet_stats() -> AgentStats:
     stats.record_batch_failed()
     stats.set_spool_size(4096, 2)
     stats.record_spool_drop(1, 7)
+    stats.record_held("future_timestamp")
+    stats.record_refused("invalid_value")
+    stats.record_split()
+    stats.record_late(3)
+    stats.set_retry_after(2.0)
     return stats
 
 
