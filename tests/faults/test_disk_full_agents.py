@@ -1,0 +1,114 @@
+"""A full disk under the ledger and the intake log (issue 17, defects 2 and 11).
+
+Both live on a 16 MiB tmpfs the test mounts; a filler file takes every byte left while
+agents keep sampling and shipping. Refused batches stay in the agents' spools (which are
+elsewhere, as on a node), ``/readyz`` must turn false within 30 s of the write path
+failing, and true within 30 s of the filler going; then every sample the agents produced
+is in the ledger exactly once.
+
+``ledger.synchronous: NORMAL``: segments grow with their appends instead of being
+zero-filled to 8 MiB when created (FULL), so the small tmpfs holds several and a full disk
+stops the intake log at once rather than after 8 MiB of batches.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from agent.sources.simulated.source import build_fleet
+from tests.e2e.collector_process import CollectorProcess
+from tests.faults.conftest import Report
+from tests.faults.mounts import Tmpfs
+from tests.faults.rig import (
+    STEP_SECONDS,
+    SimAgent,
+    drain,
+    sim_agent,
+    spans_of,
+    status_of,
+    write_config,
+)
+from tests.faults.tally import ledger_tally, sender_tally, settle
+
+pytestmark = pytest.mark.slow  # real collector processes, kill -9, mounts
+
+DISK_BYTES = 16 * 1024 * 1024
+#: readiness must follow the write path within this (issue 17, "Must show")
+READINESS_SECONDS = 30.0
+SMALL_DISK = {"ledger": {"synchronous": "NORMAL"}}
+
+
+def ship_until_ready_is(want: int, collector: CollectorProcess, agents: list[SimAgent]) -> float:
+    """Sample and ship (one step a round) until ``/readyz`` answers ``want``; seconds taken."""
+    began = time.monotonic()
+    while True:
+        for agent in agents:
+            agent.clock.set(agent.clock() + STEP_SECONDS)
+            agent.tick()
+            agent.shipper.flush()
+        status = status_of(collector.url + "/readyz")
+        assert status != 404, "the collector has no /readyz (issue 17, defect 2)"
+        if status == want:
+            return time.monotonic() - began
+        assert time.monotonic() - began < READINESS_SECONDS, (
+            f"/readyz still {status} after {READINESS_SECONDS} s, want {want}: "
+            + collector.output()
+        )
+        time.sleep(0.2)
+
+
+def test_a_full_disk_keeps_batches_with_the_agents_and_readiness_tells(
+    tmp_path: Path,
+    tmpfs: Callable[[int], Tmpfs],
+    collector_at: Callable[[Path, Path], CollectorProcess],
+    fault_report: Report,
+) -> None:
+    disk = tmpfs(DISK_BYTES)
+    start = time.time() - 3600.0
+    fleet = build_fleet(nodes=2, gpus_per_node=2, start_time=start)
+    config, db = write_config(tmp_path / "collector.yaml", SMALL_DISK), disk.path / "ledger.db"
+    collector = collector_at(config, db)
+    agents = [sim_agent(n, collector.url, tmp_path / n.name, start) for n in fleet.nodes]
+    collector.start()
+    try:
+        ship_until_ready_is(200, collector, agents)
+        disk.fill()
+        to_unready = ship_until_ready_is(503, collector, agents)
+        for _ in range(5):  # a little longer on a full disk
+            for agent in agents:
+                agent.clock.set(agent.clock() + STEP_SECONDS)
+                agent.tick()
+                agent.shipper.flush()
+        kept = sum(a.spooled() for a in agents)
+        disk.free()
+        to_ready = ship_until_ready_is(200, collector, agents)
+        drain(agents)
+        collector.terminate()
+    finally:
+        for agent in agents:
+            agent.shipper.close()
+    settle(config, db)
+
+    tally = ledger_tally(db, fleet, spans_of(agents), STEP_SECONDS)
+    sender = sender_tally(
+        [k for a in agents for k in a.produced], [e for a in agents for e in a.wire.exchanges]
+    )
+    refused = sum(1 for a in agents for e in a.wire.exchanges if e.status == 503)
+    fault_report(
+        lost=tally.lost_intervals + sender.never_accepted,
+        double=len(tally.double_counted_gpus) + sender.accepted_twice,
+        batches_kept_by_agents=kept,
+        answered_503=refused,
+        unready_after_s=round(to_unready, 1),
+        ready_again_after_s=round(to_ready, 1),
+    )
+    assert kept > 0 and refused > 0  # the full disk did refuse batches; the agents kept them
+    assert sender.never_accepted == 0 and sender.accepted_twice == 0
+    assert tally.lost_intervals == 0 and not tally.double_counted_gpus
+    assert max(tally.energy_errors().values()) <= 0.005
+    assert tally.pending_batches == 0
+    assert all(a.stats.snapshot().spool_dropped_batches_total == 0 for a in agents)
