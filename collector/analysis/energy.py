@@ -31,7 +31,7 @@ class EnergyReading(Protocol):
 
 
 def interval_energy(
-    prev: EnergyReading, cur: EnergyReading, max_watts: float = math.inf
+    prev: EnergyReading, cur: EnergyReading, max_watts: float = math.inf, gap: bool = False
 ) -> tuple[float, bool, bool]:
     """Joules used between two consecutive samples of one GPU that draws at most
     ``max_watts`` (analysis/physical.py), whether estimated, and whether the counter was
@@ -43,6 +43,11 @@ def interval_energy(
     - the counter went down (driver reload) or one is missing: power integration,
       estimated: trapezoid when both powers are known, a rectangle of the one known
       power otherwise;
+    - across a ``gap`` (an interval longer than ``analysis.stale_after_seconds``, unknown)
+      without a counter delta: 0.0, estimated. Two powers say nothing of the time between
+      them; integrating them over an outage, or over the jump of a node clock that stepped
+      back (its samples sorted out of true order, the counter going down), would invent
+      energy (issue 17: 4x the true joules across a clock stepped back an hour);
     - no power either, or time did not advance: 0.0, estimated.
     """
     e0, e1 = prev.energy_joules, cur.energy_joules
@@ -52,7 +57,7 @@ def interval_energy(
         if e1 - e0 <= max_watts * (seconds + ENERGY_SLACK_SECONDS):
             return e1 - e0, False, False
         implausible = True
-    if seconds <= 0:
+    if seconds <= 0 or gap:
         return 0.0, True, implausible
     p0, p1 = _power(prev), _power(cur)
     if p0 is not None and p1 is not None:

@@ -206,7 +206,9 @@ class TrackedGpu:
             activity = classify_activity(reading, threshold, dram_unsupported=dram_unsupported)
             gap_ok = prev is not None and not moved and ts - prev.timestamp <= stale
             if prev is not None and not moved:
-                joules, estimated, implausible = interval_energy(prev, reading, max_watts)
+                joules, estimated, implausible = interval_energy(
+                    prev, reading, max_watts, not gap_ok
+                )
                 if implausible:
                     out.implausible += 1
                 intervals.append(

@@ -40,6 +40,18 @@ def test_no_counter_trapezoid_then_rectangle_then_nothing() -> None:
     assert interval_energy(s(0), s(4)) == (0.0, True, False)
 
 
+def test_across_a_gap_only_a_counter_delta_counts() -> None:
+    """A gap (an unknown interval) keeps an exact counter delta; power integrated over it
+    would invent energy, as across a node clock stepped back an hour (issue 17)."""
+    assert interval_energy(s(0, 1000.0, 50), s(900, 91000.0, 90), gap=True) == (
+        90000.0,
+        False,
+        False,
+    )
+    assert interval_energy(s(0, 9e6, 300), s(2720, 200.0, 300), gap=True) == (0.0, True, False)
+    assert interval_energy(s(0, None, 300), s(2720, None, 300), gap=True) == (0.0, True, False)
+
+
 def test_time_not_advancing_gives_zero_without_counter() -> None:
     assert interval_energy(s(5, None, 100), s(5, None, 100)) == (0.0, True, False)
 
