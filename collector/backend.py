@@ -43,6 +43,12 @@ class RejectReason(enum.StrEnum):
     UNKNOWN_GPU = "unknown_gpu"
     #: a GPU uuid another node still reports (collector/fleet/claims.py)
     DUPLICATE_GPU = "duplicate_gpu"
+    #: past a memory bound: GPUs per node or fleet, workloads, label values
+    #: (collector/fleet/limits.py)
+    LIMIT_EXCEEDED = "limit_exceeded"
+    #: shed at the edge: in-flight bytes or queued batches past their bound
+    #: (collector/http/admission.py)
+    OVERLOADED = "overloaded"
 
 
 class IngestError(Exception):
@@ -63,6 +69,8 @@ class IngestError(Exception):
         self.reason = reason or RejectReason.MALFORMED
         #: samples the refused batch carried, once it decoded (0: unknown)
         self.samples = 0
+        #: for a 429: whole seconds the sender should wait (the ``Retry-After`` header)
+        self.retry_after_seconds: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

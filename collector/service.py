@@ -21,6 +21,7 @@ from collector.accounting.applier import Applier
 from collector.accounting.rates import Rates
 from collector.backend import FleetTotals, HealthReport, RejectReason, WorkloadReport
 from collector.config import CollectorSettings
+from collector.fleet.limits import FleetLimits
 from collector.fleet.live import LiveFleet
 from collector.fleet.rules import FleetRules
 from collector.ingest.queue import IngestQueue
@@ -137,6 +138,7 @@ class CollectorCore:
             stats.count_late,
             rates.slice_fraction,
             settings.ingest.clock_correction_min_seconds,
+            FleetLimits.of(settings.ingest),
         )
         accountant = Accountant(rates)
         queue = IngestQueue(settings, ledger, fleet, stats, observers)

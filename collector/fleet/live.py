@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from agent.model import Batch, GpuInfo, GpuSample
 from collector.fleet.claims import CLAIM_HOLD_SECONDS, DuplicateClaims
 from collector.fleet.clocks import NodeClocks
+from collector.fleet.limits import Breach, FleetBounds, FleetLimits, GroupTally
 from collector.fleet.mig import MigLayouts
 from collector.fleet.rules import FleetRules
 from collector.fleet.state import Applied, TrackedGpu
@@ -29,7 +30,8 @@ log = logging.getLogger(__name__)
 class LiveFleet:
     """The per-GPU state of every node. ``model_of`` names a GPU's model for pricing;
     ``count_late(samples)`` is told of samples that came too late to apply;
-    ``slice_fraction_of`` gives a MIG slice's share of its parent's price (1.0: whole)."""
+    ``slice_fraction_of`` gives a MIG slice's share of its parent's price (1.0: whole);
+    ``limits`` bound what it holds (collector/fleet/limits.py)."""
 
     def __init__(
         self,
@@ -38,6 +40,7 @@ class LiveFleet:
         count_late: Callable[[int], None],
         slice_fraction_of: Callable[[GpuInfo], float] | None = None,
         clock_correction_min_seconds: float = 0.0,
+        limits: FleetLimits | None = None,
     ) -> None:
         self.rules = rules
         self.lock = threading.RLock()
@@ -50,6 +53,7 @@ class LiveFleet:
         self._gpus: dict[str, TrackedGpu] = {}
         self._mig = MigLayouts(slice_fraction_of or (lambda _: 1.0))
         self.duplicates = DuplicateClaims()
+        self.bounds = FleetBounds(limits or FleetLimits())
         self._node_labels: dict[str, dict[str, str]] = {}
         #: pending batch id -> how many of its GPUs still have samples to apply
         self._pending: dict[int, int] = {}
@@ -78,6 +82,14 @@ class LiveFleet:
                     found.append((i, dup))
         return found
 
+    def refuse_past_limits(
+        self, batch: Batch, received_at: float, tally: GroupTally
+    ) -> Breach | None:
+        """The bound taking ``batch`` would pass (``tally``: what its group adds); None
+        when it may be taken, its GPUs and values then counted in."""
+        with self.lock:
+            return self.bounds.check(batch, self._gpus, received_at, tally)
+
     def _holder(self, uuid: str, newest: float) -> str | None:
         """The node that has ``uuid`` as of event time ``newest``: it reported the GPU
         within ``CLAIM_HOLD_SECONDS`` (or later: a clone replaying older samples)."""
@@ -99,6 +111,8 @@ class LiveFleet:
         samples applied before the crash)."""
         with self.lock:
             self._node_labels[batch.node] = dict(batch.node_labels)
+            if received_at is not None:
+                self.bounds.heard_from(batch, received_at)
             moved = {i.uuid for i in batch.gpus if self._moves(i.uuid, batch.node)}
             for info in batch.gpus:
                 self.track(info, batch.node)
@@ -154,6 +168,7 @@ class LiveFleet:
             gpu = self._gpus.get(info.uuid)
             if gpu is None or gpu.info != info or gpu.node != node:
                 model = self._model_of(info)
+                self.bounds.placed(info.uuid, gpu.node if gpu else None, node)
                 if gpu is None:
                     gpu = TrackedGpu(info=info, node=node, model=model)
                     self._gpus[info.uuid] = gpu
@@ -209,6 +224,29 @@ class LiveFleet:
             else:
                 del self._pending[batch_id]
                 self._done.append(batch_id)
+
+    def forget_silent(self, now: float) -> list[str]:
+        """GPUs not heard of for ``forget_after_seconds`` (collector clock) and with
+        nothing left to apply leave the live fleet, with their claims, MIG layouts and,
+        once a node has none left, its labels and clock; returns their uuids."""
+        with self.lock:
+            idle = [u for u, g in self._gpus.items() if not g.buffered and not self._waiting.get(u)]
+            gone = {u: self._gpus[u].node for u in self.bounds.silent(idle, now)}
+            if not gone:
+                return []
+            for uuid in gone:
+                del self._gpus[uuid]
+                self._waiting.pop(uuid, None)
+            self._mig.forget(gone)
+            nodes = self.bounds.forget(gone, now)
+            for node in nodes:
+                self._node_labels.pop(node, None)
+                self._late_nodes.discard(node)
+            self.clocks.forget(nodes)
+            self.duplicates.forget(gone, nodes)
+            after = self.bounds.limits.forget_after_seconds
+            log.info("forgot %d GPUs silent for %g s, and %d nodes", len(gone), after, len(nodes))
+            return list(gone)
 
     def done_batches(self) -> list[int]:
         """Pending batches now fully applied (``forget_done`` once committed)."""

@@ -7,7 +7,8 @@ Routes: ``POST /v1/batches``, ``GET /v1/fleet``, ``GET /v1/workloads``,
 Every /v1 route needs ``Authorization: Bearer <token>`` unless ``server.allow_anonymous``;
 /healthz, /metrics and the docs are open, as probes and Prometheus expect. Errors are JSON
 ``{"error", "field", "reason"}``. Backend calls (SQLite I/O) run in worker threads; a
-batch's body goes to the backend's ingest thread (``submit``), decoded and checked there.
+batch's body goes to the backend's ingest thread (``submit``), decoded and checked there;
+past the in-flight bounds it is answered 429 with Retry-After first (``admission.py``).
 Requests are logged without headers or query strings, so tokens never reach a log.
 """
 
@@ -40,6 +41,7 @@ from collector.backend import (
     summarise_fleet,
 )
 from collector.config import CollectorSettings
+from collector.http.admission import Admission, Ticket
 from collector.http.auth import BearerAuth
 from collector.http.openapi import docs_page, openapi_document
 from collector.http.query import QueryError, parse_statuses, parse_window
@@ -67,6 +69,7 @@ def create_app(
     for extra in collectors:
         registry.register(extra)
     api = _Api(backend, settings, BearerAuth(tokens, settings.server.allow_anonymous), clock)
+    registry.register(api.admission)
     guard = api.guard
     openapi, docs = _document_endpoints()
     routes: list[BaseRoute] = [
@@ -103,6 +106,7 @@ class _Api:
         self.settings = settings
         self.auth = auth
         self.clock = clock
+        self.admission = Admission(settings.server)
 
     def guard(self, handler: Handler) -> Handler:
         """``handler`` behind bearer auth: 401 with WWW-Authenticate without a valid token."""
@@ -127,19 +131,29 @@ class _Api:
             log.exception("counting a refused batch failed")
 
     async def post_batch(self, request: Request) -> Response:
+        admission, ticket = self.admission, Ticket()
         try:
-            body = await _read_body(request, self.settings.server.max_body_bytes)
+            limit = self.settings.server.max_body_bytes
+            ticket = admission.admit(_declared_bytes(request, limit))  # 429 before reading
+            body = await _read_body(request, limit, lambda read: admission.grow(ticket, read))
             # decoded, validated and stored off the event loop (CollectorService.submit); kept
             # pending as sent: a gzipped body is ~10x less for the ledger to write
             coding = request.headers.get("content-encoding")
-            ack = await asyncio.wrap_future(self.backend.submit(body, coding, self.clock()))
+            future = self.backend.submit(body, coding, self.clock())
+            admission.queue(ticket, future)
+            ack = await asyncio.wrap_future(future)
         except IngestError as err:
             await self.count_rejection(err.reason, err.samples)
             log.info("batch refused (%s %s): %s", err.status, err.reason, err.message)
-            return error_response(err.status, err.message, err.field, err.reason.value)
+            response = error_response(err.status, err.message, err.field, err.reason.value)
+            if err.retry_after_seconds is not None:
+                response.headers["Retry-After"] = str(err.retry_after_seconds)
+            return response
         except Exception:  # the core failed: nothing was acknowledged, the agent retries
             log.exception("storing a batch failed")
             return error_response(503, "the collector could not store the batch; retry later")
+        finally:
+            admission.release(ticket)  # what was not handed to the ingest thread
         return json_response(ack)
 
     async def get_fleet(self, request: Request) -> Response:
@@ -181,8 +195,9 @@ class _Api:
         return json_response(report, 200 if report.ledger_ok else 503)
 
 
-async def _read_body(request: Request, max_bytes: int) -> bytes:
-    """The raw body, refused by content type (415) or size (413, before and while reading)."""
+def _declared_bytes(request: Request, max_bytes: int) -> int:
+    """The body's Content-Length (0 when chunked), refused by content type (415) or
+    declared size (413) before anything is read."""
     media_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
     if media_type != "application/json":
         raise IngestError(
@@ -193,11 +208,18 @@ async def _read_body(request: Request, max_bytes: int) -> bytes:
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > max_bytes:
         raise too_large(max_bytes, decompressed=False)
+    return int(declared) if declared.isdigit() else 0
+
+
+async def _read_body(request: Request, max_bytes: int, reading: Callable[[int], None]) -> bytes:
+    """The raw body, refused by size while reading (413); ``reading`` is told the bytes read
+    so far after each chunk (admission control may refuse it)."""
     body = bytearray()
     async for chunk in request.stream():
         body += chunk
         if len(body) > max_bytes:
             raise too_large(max_bytes, decompressed=False)
+        reading(len(body))
     return bytes(body)
 
 

@@ -20,6 +20,7 @@ import msgspec
 from agent.model import Batch, BatchAck
 from collector.backend import IngestError, RejectReason
 from collector.config import CollectorSettings
+from collector.fleet.limits import GroupTally
 from collector.fleet.live import LiveFleet
 from collector.ingest.decode import accept_body
 from collector.ingest.group_commit import GroupCommit
@@ -89,12 +90,15 @@ class IngestQueue:
         valid: list[tuple[int, Batch]] = []
         clocks = self.fleet.clocks
         claimed: dict[str, str] = {}  # uuid -> node, of the batches taken in this group
+        tally = GroupTally()  # what they add, for the memory bounds
         for i, item in enumerate(group):
             try:
                 batch = accept_body(
                     item.body, item.content_encoding, item.received_at, self.settings, clocks
                 )
                 self._refuse_duplicate(batch, item.received_at, claimed)
+                if breach := self.fleet.refuse_past_limits(batch, item.received_at, tally):
+                    raise breach.error(len(batch.samples))
             except IngestError as err:
                 outcomes.append(err)
                 continue

@@ -284,6 +284,26 @@ INFLUX: tuple[MetricSpec, ...] = (
 
 RATES: tuple[MetricSpec, ...] = (FLEET_IDLE_COST, CARBON_PUE, CARBON_INTENSITY)
 
+# admission control at the HTTP edge (collector/http/admission.py); shed batches count
+# in REJECTED_BATCHES{reason="overloaded"}
+INFLIGHT_BYTES = MetricSpec(
+    "gpufleet_collector_inflight_bytes",
+    "gauge",
+    "bytes",
+    (),
+    "Bytes of batch bodies being read or queued and not yet stored; past "
+    "server.max_inflight_bytes batches are answered 429 with Retry-After.",
+)
+QUEUED_BATCHES = MetricSpec(
+    "gpufleet_collector_queued_batches",
+    "gauge",
+    "",
+    (),
+    "Batches queued for the ingest thread and not yet stored; past "
+    "server.max_queued_batches batches are answered 429 with Retry-After.",
+)
+ADMISSION: tuple[MetricSpec, ...] = (INFLIGHT_BYTES, QUEUED_BATCHES)
+
 CATALOGUE: tuple[MetricSpec, ...] = (
     FLEET_GPUS,
     FLEET_UTILISATION,
@@ -315,4 +335,5 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     EXPORT_ERRORS,
     *NOTIFY,
     *INFLUX,
+    *ADMISSION,
 )

@@ -72,7 +72,7 @@ class FleetExporter:
 
     def describe(self) -> Iterable[Metric]:
         """Empty families, so registering does not call the backend."""
-        others = {*cat.RATES, *cat.NOTIFY, *cat.INFLUX}  # described by their own collectors
+        others = {*cat.RATES, *cat.NOTIFY, *cat.INFLUX, *cat.ADMISSION}  # their own collectors'
         return [family(spec) for spec in cat.CATALOGUE if spec not in others]
 
     def collect(self) -> Iterable[Metric]:
