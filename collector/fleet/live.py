@@ -82,13 +82,10 @@ class LiveFleet:
                     found.append((i, dup))
         return found
 
-    def refuse_past_limits(
-        self, batch: Batch, received_at: float, tally: GroupTally
-    ) -> Breach | None:
-        """The bound taking ``batch`` would pass (``tally``: what its group adds); None
-        when it may be taken, its GPUs and values then counted in."""
+    def refuse_past_limits(self, batch: Batch, at: float, tally: GroupTally) -> Breach | None:
+        """The bound ``batch`` would pass (collector/fleet/limits.py ``FleetBounds.check``)."""
         with self.lock:
-            return self.bounds.check(batch, self._gpus, received_at, tally)
+            return self.bounds.check(batch, self._gpus, at, tally)
 
     def _holder(self, uuid: str, newest: float) -> str | None:
         """The node that has ``uuid`` as of event time ``newest``: it reported the GPU
@@ -231,21 +228,17 @@ class LiveFleet:
         once a node has none left, its labels and clock; returns their uuids."""
         with self.lock:
             idle = [u for u, g in self._gpus.items() if not g.buffered and not self._waiting.get(u)]
-            gone = {u: self._gpus[u].node for u in self.bounds.silent(idle, now)}
-            if not gone:
-                return []
-            for uuid in gone:
-                del self._gpus[uuid]
-                self._waiting.pop(uuid, None)
-            self._mig.forget(gone)
-            nodes = self.bounds.forget(gone, now)
-            for node in nodes:
-                self._node_labels.pop(node, None)
-                self._late_nodes.discard(node)
-            self.clocks.forget(nodes)
-            self.duplicates.forget(gone, nodes)
-            after = self.bounds.limits.forget_after_seconds
-            log.info("forgot %d GPUs silent for %g s, and %d nodes", len(gone), after, len(nodes))
+            gone = {u: self._gpus.pop(u).node for u in self.bounds.silent(idle, now)}
+            nodes = self.bounds.forget(gone, now)  # and workloads and label values unseen
+            if gone:
+                self._waiting = {u: w for u, w in self._waiting.items() if u not in gone}
+                self._mig.forget(gone)
+                self.clocks.forget(nodes)
+                self.duplicates.forget(gone, nodes)
+                for node in nodes:
+                    self._node_labels.pop(node, None)
+                    self._late_nodes.discard(node)
+                log.info("forgot %d silent GPUs, %d nodes with them", len(gone), len(nodes))
             return list(gone)
 
     def done_batches(self) -> list[int]:
