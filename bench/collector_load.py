@@ -21,10 +21,14 @@ Per step: agents, offered GPU-samples/s (what was posted) and accepted GPU-sampl
 that came later, p50
 and p99 latency of the answers (any status), 429 answers, and the collector's VmRSS
 (highest seen during the step, sampled every 0.1 s) and VmHWM. The agents double each
-step from ``--start-agents`` until a step sheds (a 429) or accepts under 90 % of what was
-offered; the knee is the last step before that. Then one step offers 10x the knee's load
-(10x its agents): the collector's VmHWM must stay under ``RSS_CEILING_MIB``, the ceiling
-this benchmark states for the bounds it sets (the run prints whether it did).
+step from ``--start-agents`` until a step sheds (a 429), accepts under 90 % of what was
+offered or answers with a p99 over ``P99_LIMIT_SECONDS``; the knee is the last step before
+that. Then one step offers 10x the knee's load (10x its agents, ``--overload-intervals``
+batches each): the collector's VmHWM must stay under the ceiling the bounds it runs with
+set, ``idle RSS + ingest.max_gpus x KIB_PER_GPU + INFLIGHT_FACTOR x
+server.max_inflight_bytes`` (printed; the run says whether it held). At the end the
+collector's refusals by reason (``gpufleet_collector_rejected_batches_total``) are printed:
+``overloaded`` (shed at the door) and ``limit_exceeded`` (the fleet at ``--max-gpus``).
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from pathlib import Path
 
 import httpx
 import msgspec
+from prometheus_client.parser import text_string_to_metric_families
 
 from agent.model import SCHEMA_VERSION, Batch, GpuInfo, GpuSample
 from bench.harness import (
@@ -57,12 +62,16 @@ from bench.harness import (
 TOKEN = "bench-token"
 HEADERS = {"Authorization": f"Bearer {TOKEN}", "Content-Encoding": "gzip",
            "Content-Type": "application/json"}  # fmt: skip
-#: the collector's peak RSS must stay under this at 10x the knee, with the bench's bounds
-#: (64 MiB in flight, 500 queued batches): an idle collector is ~100 MiB, the in-flight
-#: bodies and their decoded batches a few times the bound, the live fleet the rest
-RSS_CEILING_MIB = 1024
-#: a step that accepts less than this share of what it offered is past the knee
+#: live memory per GPU at 1 Hz, measured by the ramp (~37 KiB: the reorder buffer's ~45
+#: readings, the console's series charts, ~29 KiB, accounting state); with a margin
+KIB_PER_GPU = 48
+#: in-flight bodies are held as sent, then decompressed and decoded on the ingest thread
+INFLIGHT_FACTOR = 4
+#: a step that accepts less than this share of what it offered is past the knee...
 ACCEPTED_SHARE = 0.9
+#: ...and so is one whose p99 latency passes this (an agent's batch answered a fifth of
+#: its 5 s interval late is a collector past its working point, shedding or not)
+P99_LIMIT_SECONDS = 1.0
 
 
 @dataclass
@@ -97,7 +106,8 @@ class Step:
 
     @property
     def past_knee(self) -> bool:
-        return self.shed > 0 or self.accepted < ACCEPTED_SHARE * self.offered
+        slow = self.percentile(0.99) > P99_LIMIT_SECONDS
+        return self.shed > 0 or self.accepted < ACCEPTED_SHARE * self.offered or slow
 
 
 def agent_bodies(step: int, agent: int, gpus: int, interval: int, intervals: int,
@@ -188,6 +198,17 @@ def run_step(url: str, pid: int, number: int, agents: int, args: argparse.Namesp
     return step
 
 
+def refusals(base: str) -> dict[str, int]:
+    """The collector's refused batches by reason, from its /metrics."""
+    found = {}
+    for family in text_string_to_metric_families(httpx.get(f"{base}/metrics").text):
+        if family.name == "gpufleet_collector_rejected_batches":
+            for sample in family.samples:
+                if sample.name.endswith("_total"):
+                    found[sample.labels["reason"]] = int(sample.value)
+    return found
+
+
 def row(label: str, s: Step) -> dict[str, object]:
     return {
         "step": label,
@@ -205,29 +226,34 @@ def row(label: str, s: Step) -> dict[str, object]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--start-agents", type=int, default=25)
-    parser.add_argument("--max-steps", type=int, default=8)
-    parser.add_argument("--gpus", type=int, default=8, help="GPUs per agent")
+    parser.add_argument("--start-agents", type=int, default=16)
+    parser.add_argument("--max-steps", type=int, default=7)
+    parser.add_argument("--gpus", type=int, default=32, help="GPUs per agent")
     parser.add_argument("--interval", type=int, default=5, help="seconds between batches")
     parser.add_argument("--intervals", type=int, default=3, help="batches per agent per step")
     parser.add_argument("--max-inflight-mib", type=int, default=64)
     parser.add_argument("--max-queued", type=int, default=500)
+    parser.add_argument("--max-gpus", type=int, default=20_000, help="ingest.max_gpus")
+    parser.add_argument("--overload-intervals", type=int, default=1)
     parser.add_argument("--quick", action="store_true", help="tiny sizes (the smoke test)")
     args = parser.parse_args(argv)
     if args.quick:
         args.start_agents, args.max_steps, args.interval, args.intervals = 2, 2, 1, 2
+        args.gpus, args.max_gpus = 8, 64
         args.max_queued = 4
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     print(
         f"Collector under load: agents of {args.gpus} GPUs, a batch every {args.interval} s "
         f"({args.intervals} per step); bounds: server.max_inflight_bytes "
-        f"{args.max_inflight_mib} MiB, server.max_queued_batches {args.max_queued}"
+        f"{args.max_inflight_mib} MiB, server.max_queued_batches {args.max_queued}, "
+        f"ingest.max_gpus {args.max_gpus}"
     )
     with tempfile.TemporaryDirectory(prefix="bench-load-") as tmp:
         env = dict(os.environ, GPUFLEET_SERVER__TOKENS=TOKEN,
                    GPUFLEET_SERVER__MAX_INFLIGHT_BYTES=str(args.max_inflight_mib * MIB),
-                   GPUFLEET_SERVER__MAX_QUEUED_BATCHES=str(args.max_queued))  # fmt: skip
+                   GPUFLEET_SERVER__MAX_QUEUED_BATCHES=str(args.max_queued),
+                   GPUFLEET_INGEST__MAX_GPUS=str(args.max_gpus))  # fmt: skip
         cmd = python_module("gpufleet.cli.main", "collector", "--port", str(port),
                             "--db", str(Path(tmp) / "ledger.db"))  # fmt: skip
         with child_process(cmd, env=env, quiet=True) as collector:
@@ -237,14 +263,18 @@ def main(argv: list[str] | None = None) -> int:
             agents = args.start_agents
             for number in range(args.max_steps):
                 steps.append(run_step(f"{base}/v1/batches", collector.pid, number, agents, args))
+                print_table([row(str(number + 1), steps[-1])])  # progress, as it goes
+                sys.stdout.flush()
                 if steps[-1].past_knee:
                     break
                 agents *= 2
             below = [s for s in steps if not s.past_knee]
             knee = below[-1] if below else steps[0]
+            args.intervals = args.overload_intervals
             overload = run_step(
                 f"{base}/v1/batches", collector.pid, len(steps), 10 * knee.agents, args
             )
+            refused = refusals(base)
     rows = [row(str(i + 1), s) for i, s in enumerate(steps)] + [row("10x knee", overload)]
     print_table(rows)
     peak = max(s.hwm for s in steps)
@@ -253,12 +283,16 @@ def main(argv: list[str] | None = None) -> int:
         f"knee: {knee.agents} agents, {knee.accepted_rate:,.0f} GPU-samples/s accepted, "
         f"p99 {knee.percentile(0.99) * 1e3:.1f} ms; peak RSS over the ramp {peak / MIB:.0f} MiB"
     )
-    within = overload.hwm <= RSS_CEILING_MIB * MIB
+    ceiling = (
+        idle + args.max_gpus * KIB_PER_GPU * 1024 + INFLIGHT_FACTOR * args.max_inflight_mib * MIB
+    )
+    within = overload.hwm <= ceiling
     print(
         f"10x knee ({overload.agents} agents): VmHWM {overload.hwm / MIB:.0f} MiB, "
-        f"ceiling {RSS_CEILING_MIB} MiB: {'within' if within else 'PAST THE CEILING'}; "
+        f"ceiling {ceiling / MIB:.0f} MiB: {'within' if within else 'PAST THE CEILING'}; "
         f"{overload.shed} answered 429, {overload.accepted_rate:,.0f} GPU-samples/s accepted"
     )
+    print("refused by reason: " + ", ".join(f"{k} {v:,}" for k, v in refused.items() if v))
     return 0
 
 

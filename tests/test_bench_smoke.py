@@ -110,4 +110,5 @@ def test_collector_load_quick_ramps_agents_and_reports_the_knee_and_the_rss_ceil
         assert re.search(line, out, re.MULTILINE), out
     assert re.search(rf"^10x knee\s+{NUMBER}\s+.*\s0\s+{NUMBER}\s+{NUMBER}\s*$", out, re.M), out
     assert re.search(rf"^knee: {NUMBER} agents, {NUMBER} GPU-samples/s accepted", out, re.M), out
-    assert "ceiling 1024 MiB: within" in out, out
+    assert re.search(rf"ceiling {NUMBER} MiB: within", out), out
+    assert "refused by reason: limit_exceeded" in out, out  # the 10x step: 320 GPUs > 64
