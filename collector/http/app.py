@@ -144,7 +144,8 @@ class _Api:
             ack = await asyncio.wrap_future(future)
         except IngestError as err:
             await self.count_rejection(err.reason, err.samples)
-            log.info("batch refused (%s %s): %s", err.status, err.reason, err.message)
+            if err.reason is not RejectReason.OVERLOADED:  # admission logs those itself
+                log.info("batch refused (%s %s): %s", err.status, err.reason, err.message)
             response = error_response(err.status, err.message, err.field, err.reason.value)
             if err.retry_after_seconds is not None:
                 response.headers["Retry-After"] = str(err.retry_after_seconds)
@@ -255,7 +256,7 @@ class AccessLog:
     """Logs method, path, status and duration of each request; never headers or queries.
 
     A request answered 2xx or 3xx is logged at DEBUG (every agent posts every few seconds:
-    thousands of lines a minute in a large fleet); 4xx and 5xx at INFO."""
+    thousands of lines a minute in a large fleet), and so is a 429; 4xx and 5xx at INFO."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -275,7 +276,8 @@ class AccessLog:
         try:
             await self.app(scope, receive, sending)
         finally:
-            level = logging.DEBUG if status[0] < 400 else logging.INFO
+            # 429 is the collector's own state (admission logs it), not the request's fault
+            level = logging.DEBUG if status[0] < 400 or status[0] == 429 else logging.INFO
             if log.isEnabledFor(level):
                 elapsed_ms = (time.perf_counter() - started) * 1000
                 log.log(
