@@ -49,6 +49,12 @@ class RejectReason(enum.StrEnum):
     NODE_NOT_ALLOWED = "node_not_allowed"
     #: checking the batch failed unexpectedly (a bug): that batch alone is answered 500
     INTERNAL_ERROR = "internal_error"
+    #: past a memory bound: GPUs per node or fleet, workloads, label values
+    #: (collector/fleet/limits.py)
+    LIMIT_EXCEEDED = "limit_exceeded"
+    #: shed at the edge: in-flight bytes or queued batches past their bound
+    #: (collector/http/admission.py)
+    OVERLOADED = "overloaded"
 
 
 class LateReason(enum.StrEnum):
@@ -88,6 +94,8 @@ class IngestError(Exception):
         self.reason = reason or RejectReason.MALFORMED
         #: samples the refused batch carried, once it decoded (0: unknown)
         self.samples = 0
+        #: for a 429: whole seconds the sender should wait (the ``Retry-After`` header)
+        self.retry_after_seconds: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

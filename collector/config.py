@@ -42,6 +42,14 @@ class ServerSettings:
     auth_failure_burst: int = 50
     #: request line plus headers larger than this are refused (400) before any is parsed
     max_header_bytes: int = 64 * 1024
+    # -- admission control (collector/http/admission.py): past either bound a batch is
+    # answered 429 with Retry-After before its body is read, and the agent keeps it
+    #: bytes of batch bodies being read or queued and not yet stored; 256 MiB keeps a
+    #: burst of 16 maximal (16 MiB) bodies, or ~2,000 typical 100 KiB ones, in memory
+    max_inflight_bytes: int = 256 * 1024 * 1024
+    #: batches queued for the ingest thread and not yet stored; 2,000 is ~10 s of a
+    #: 10,000-node fleet shipping every 5 s, past which answers only grow later
+    max_queued_batches: int = 2000
 
     def __post_init__(self) -> None:
         if not 0 < self.port < 65536:
@@ -55,6 +63,15 @@ class ServerSettings:
         if self.max_header_bytes < 4096:
             raise ConfigError(
                 f"server.max_header_bytes: must be at least 4096, got {self.max_header_bytes}"
+            )
+        if self.max_queued_batches < 1:
+            raise ConfigError(
+                f"server.max_queued_batches: must be >= 1, got {self.max_queued_batches}"
+            )
+        if self.max_inflight_bytes < self.max_body_bytes:
+            raise ConfigError(
+                f"server.max_inflight_bytes: must be at least server.max_body_bytes "
+                f"({self.max_body_bytes}), got {self.max_inflight_bytes}"
             )
 
 
@@ -84,12 +101,32 @@ class IngestSettings:
     #: workload and per histogram bucket touched. After kill -9 a restart replays from the
     #: batch log what the last commit had not covered.
     commit_interval_seconds: float = 60.0
+    # -- memory bounds (collector/fleet/limits.py): a batch that would pass one is refused
+    # whole, before it is stored, with a message naming the setting to raise
+    #: GPUs and MIG instances one node may report: an 8-GPU node with 7 MIG slices each
+    #: is 64 (8 parents + 56 slices); a node past it is misconfigured or hostile (422)
+    max_gpus_per_node: int = 64
+    #: GPUs and MIG instances in the live fleet (~1.5 KiB of memory and 2 /metrics series
+    #: each): 50,000 is 5x what one collector on SQLite carries at 1 Hz (429 past it)
+    max_gpus: int = 50_000
+    #: distinct workloads (pods, jobs) holding live GPUs: 2 per GPU of max_gpus
+    max_workloads: int = 100_000
+    #: distinct values of each free-form label that reaches /metrics as a label value
+    #: (node label ``region``, workload namespace and team): a site has tens
+    max_label_values: int = 1000
+    #: a GPU not heard from for this long (collector clock) leaves the live fleet and
+    #: /metrics (its hourly rollups stay in the ledger), with its node once the node has
+    #: none left; must be longer than analysis.stale_after_seconds
+    forget_after_seconds: float = 24 * 3600.0
 
     def __post_init__(self) -> None:
         for key in ("apply_interval_seconds", "commit_interval_seconds"):
             value = getattr(self, key)
             if not 0 < value <= 300:
                 raise ConfigError(f"ingest.{key}: must be > 0 and <= 300, got {value}")
+        for key in ("max_gpus_per_node", "max_gpus", "max_workloads", "max_label_values"):
+            if getattr(self, key) < 1:
+                raise ConfigError(f"ingest.{key}: must be >= 1, got {getattr(self, key)}")
 
 
 @dataclass(frozen=True)
@@ -183,3 +220,11 @@ class CollectorSettings:
     notifications: NotificationSettings = field(default_factory=NotificationSettings)
     actions: ActionSettings = field(default_factory=ActionSettings)
     influx: InfluxSettings = field(default_factory=InfluxSettings)
+
+    def __post_init__(self) -> None:
+        forget, stale = self.ingest.forget_after_seconds, self.analysis.stale_after_seconds
+        if not stale < forget < math.inf:
+            raise ConfigError(
+                f"ingest.forget_after_seconds: must be longer than "
+                f"analysis.stale_after_seconds ({stale:g}), got {forget:g}"
+            )

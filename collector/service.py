@@ -26,6 +26,7 @@ from collector.backend import (
     WorkloadReport,
 )
 from collector.config import CollectorSettings
+from collector.fleet.limits import FleetLimits
 from collector.fleet.live import LiveFleet
 from collector.fleet.rules import FleetRules
 from collector.health import WritePath
@@ -186,6 +187,7 @@ class CollectorCore:
             settings.ingest.clock_correction_min_seconds,
             rates.max_power_watts,
             stats.count_implausible,
+            FleetLimits.of(settings.ingest),
         )
         accountant = Accountant(rates)
         queue = IngestQueue(settings, ledger, fleet, stats, observers, health)

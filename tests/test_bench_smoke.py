@@ -98,3 +98,17 @@ def test_collector_instructions_quick_counts_the_pipeline_under_callgrind() -> N
     assert row, out
     per_sample = int(row.group(2).replace(",", ""))
     assert 1_000 < per_sample < 10_000_000, out
+
+
+@pytest.mark.slow
+def test_collector_load_quick_ramps_agents_and_reports_the_knee_and_the_rss_ceiling() -> None:
+    """Two ramp steps (2 and 4 agents of 8 GPUs, 2 batches each) and the 10x step; every
+    batch of the ramp was answered (200, or 429 when shed), none failed otherwise."""
+    out = run_quick("bench.collector_load")
+    for step, agents in (("1", 2), ("2", 4)):
+        line = rf"^{step}\s+{agents}\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}\s+0\s"
+        assert re.search(line, out, re.MULTILINE), out
+    assert re.search(rf"^10x knee\s+{NUMBER}\s+.*\s0\s+{NUMBER}\s+{NUMBER}\s*$", out, re.M), out
+    assert re.search(rf"^knee: {NUMBER} agents, {NUMBER} GPU-samples/s accepted", out, re.M), out
+    assert re.search(rf"ceiling {NUMBER} MiB: within", out), out
+    assert "refused by reason: limit_exceeded" in out, out  # the 10x step: 320 GPUs > 64

@@ -8,6 +8,7 @@ recommendations share.
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 
 import msgspec
 
@@ -118,6 +119,13 @@ class Accountant:
     def workload_models(self) -> dict[str, str]:
         """Workload key -> GPU model it was last seen on."""
         return dict(self._workload_models)
+
+    def forget_gpus(self, uuids: Collection[str]) -> None:
+        """GPUs that left the live fleet (collector/fleet/limits.py): what was sent of them
+        goes; a GPU that comes back is registered again."""
+        for uuid in uuids:
+            self._first_seen.pop(uuid, None)
+            self._registered.pop(uuid, None)
 
     def gpu_record(self, gpu: TrackedGpu) -> GpuRecord | None:
         """The GPU's registry row when it is new to this process, its identity changed, or

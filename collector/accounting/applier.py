@@ -1,6 +1,7 @@
 """Applying: the live fleet's ready samples, accounted into one ledger write, committed
 every ``ingest.commit_interval_seconds``; and, after a start or a crash, the live fleet
-rebuilt from the ledger.
+rebuilt from the ledger. GPUs silent past ``ingest.forget_after_seconds`` leave the live
+fleet at a tick with nothing left to commit, and a restart does not bring them back.
 
 ``tick`` applies every sample past the reorder window and accounts the intervals (energy,
 idle, cost, carbon per GPU and workload) into the write in progress; when a commit is due
@@ -100,6 +101,8 @@ class Applier:
             waiting = self._moved or fleet.done_batches() or self.ledger.set_aside_pending()
             if waiting and (flush or commit or due or failing):
                 self._commit(now)
+            if not self._moved:  # a forgotten GPU's cursor is committed first
+                accountant.forget_gpus(fleet.forget_silent(now))
         return applied
 
     def waiting_since(self) -> float | None:
@@ -124,13 +127,19 @@ class Applier:
 
     def restore(self, check: BatchCheck = decode_only) -> None:
         """Rebuild the live fleet from the ledger after a start or a crash; a pending
-        batch that fails ``check`` or cannot be applied is quarantined."""
+        batch that fails ``check`` or cannot be applied is quarantined. A GPU whose last
+        applied sample is older than ``forget_after_seconds`` is not brought back (its
+        history stays in the ledger)."""
         fleet, ledger = self.fleet, self.ledger
+        horizon = self.clock() - fleet.bounds.limits.forget_after_seconds
         with fleet.lock:
             cursors = ledger.cursors()
             for record in ledger.gpus():
+                if record.last_seen < horizon:
+                    continue
                 info = msgspec.json.decode(record.info_json, type=GpuInfo)
                 gpu = fleet.track(info, record.node)
+                fleet.bounds.heard[info.uuid] = record.last_seen
                 cursor = cursors.get(info.uuid)
                 if cursor is not None:
                     gpu.restore(

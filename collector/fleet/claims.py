@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from collections.abc import Collection
 
 from collector.records import DuplicateGpu
 
@@ -44,6 +45,15 @@ class DuplicateClaims:
             while len(self._refused) > MAX_DUPLICATES:
                 del self._refused[next(iter(self._refused))]
             return seen
+
+    def forget(self, uuids: Collection[str], nodes: Collection[str]) -> None:
+        """Drop the claims on forgotten GPUs and by forgotten nodes (collector/fleet/live.py)."""
+        with self._lock:
+            self._refused = {
+                key: dup
+                for key, dup in self._refused.items()
+                if key[0] not in uuids and key[1] not in nodes
+            }
 
     def all(self) -> list[DuplicateGpu]:
         """Every refused claim, most recently refused last."""

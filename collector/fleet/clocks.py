@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Iterable
 
 #: how long (collector clock) a measurement counts towards the node's estimate
 WINDOW_SECONDS = 300.0
@@ -88,6 +89,13 @@ class NodeClocks:
         """The correction for the node's clock: node time minus collector time, whole
         seconds (0.0 while nothing sane was measured)."""
         return self._offsets.get(node, 0.0)
+
+    def forget(self, nodes: Iterable[str]) -> None:
+        """Drop what was measured of ``nodes`` (forgotten: none of their GPUs is live)."""
+        with self._lock:
+            for node in nodes:
+                for book in (self._measured, self._estimates, self._offsets, self._candidates):
+                    book.pop(node, None)
 
     def estimates(self) -> dict[str, float]:
         """Each node's offset estimate in seconds, node ahead positive, for the nodes heard

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
+import logging
 import math
 import threading
 from collections.abc import Callable, Iterator
@@ -21,10 +22,13 @@ from collector.backend import ImplausibleField, LateReason
 from collector.fleet.anomalies import Anomalies
 from collector.fleet.claims import CLAIM_HOLD_SECONDS, DuplicateClaims
 from collector.fleet.clocks import NodeClocks
+from collector.fleet.limits import Breach, FleetBounds, FleetLimits, GroupTally
 from collector.fleet.mig import MigLayouts
 from collector.fleet.rules import FleetRules
 from collector.fleet.state import Applied, TrackedGpu
 from collector.records import DuplicateGpu, GpuView, IdleEpisode
+
+log = logging.getLogger(__name__)
 
 
 class Buffered(NamedTuple):
@@ -41,7 +45,8 @@ class LiveFleet:
     ``count_late(samples, reason)`` is told of samples that came too late to apply;
     ``slice_fraction_of`` gives a MIG slice's share of its parent's price (1.0: whole);
     ``max_power_of`` the most a GPU can draw (analysis/physical.py; None: unbounded), and
-    ``count_implausible(field, samples)`` of values not taken as measured past it."""
+    ``count_implausible(field, samples)`` of values not taken as measured past it;
+    ``limits`` bound what it holds (collector/fleet/limits.py)."""
 
     def __init__(
         self,
@@ -52,6 +57,7 @@ class LiveFleet:
         clock_correction_min_seconds: float = 0.0,
         max_power_of: Callable[[GpuInfo], float] | None = None,
         count_implausible: Callable[[ImplausibleField, int], None] | None = None,
+        limits: FleetLimits | None = None,
     ) -> None:
         self.rules = rules
         self.lock = threading.RLock()
@@ -67,6 +73,7 @@ class LiveFleet:
         self._gpus: dict[str, TrackedGpu] = {}
         self._mig = MigLayouts(slice_fraction_of or (lambda _: 1.0))
         self.duplicates = DuplicateClaims()
+        self.bounds = FleetBounds(limits or FleetLimits())
         self._node_labels: dict[str, dict[str, str]] = {}
         #: pending batch id -> how many of its GPUs still have samples to apply
         self._pending: dict[int, int] = {}
@@ -95,6 +102,11 @@ class LiveFleet:
                     found.append((i, dup))
         return found
 
+    def refuse_past_limits(self, batch: Batch, at: float, tally: GroupTally) -> Breach | None:
+        """The bound ``batch`` would pass (collector/fleet/limits.py ``FleetBounds.check``)."""
+        with self.lock:
+            return self.bounds.check(batch, self._gpus, at, tally)
+
     def _holder(self, uuid: str, newest: float) -> str | None:
         """The node that has ``uuid`` as of event time ``newest``: it reported the GPU
         within ``CLAIM_HOLD_SECONDS`` (or later: a clone replaying older samples)."""
@@ -117,6 +129,8 @@ class LiveFleet:
         applied before the crash)."""
         with self.lock:
             self._node_labels[batch.node] = dict(batch.node_labels)
+            if received_at is not None:
+                self.bounds.heard_from(batch, received_at)
             moved = {i.uuid for i in batch.gpus if self._moves(i.uuid, batch.node)}
             for info in batch.gpus:
                 self.track(info, batch.node)
@@ -166,6 +180,7 @@ class LiveFleet:
             gpu = self._gpus.get(info.uuid)
             if gpu is None or gpu.info != info or gpu.node != node:
                 model = self._model_of(info)
+                self.bounds.placed(info.uuid, gpu.node if gpu else None, node)
                 if gpu is None:
                     gpu = TrackedGpu(info=info, node=node, model=model)
                     self._gpus[info.uuid] = gpu
@@ -225,6 +240,25 @@ class LiveFleet:
             else:
                 del self._pending[batch_id]
                 self._done.append(batch_id)
+
+    def forget_silent(self, now: float) -> list[str]:
+        """GPUs not heard of for ``forget_after_seconds`` (collector clock) and with
+        nothing left to apply leave the live fleet, with their claims, MIG layouts and,
+        once a node has none left, its labels and clock; returns their uuids."""
+        with self.lock:
+            idle = [u for u, g in self._gpus.items() if not g.buffered and not self._waiting.get(u)]
+            gone = {u: self._gpus.pop(u).node for u in self.bounds.silent(idle, now)}
+            nodes = self.bounds.forget(gone, now)  # and workloads and label values unseen
+            if gone:
+                self._waiting = {u: w for u, w in self._waiting.items() if u not in gone}
+                self._mig.forget(gone)
+                self.clocks.forget(nodes)
+                self.duplicates.forget(gone, nodes)
+                for node in nodes:
+                    self._node_labels.pop(node, None)
+                    self._anomalies.on_time(node)
+                log.info("forgot %d silent GPUs, %d nodes with them", len(gone), len(nodes))
+            return list(gone)
 
     def done_batches(self) -> list[int]:
         """Pending batches now fully applied (``forget_done`` once committed)."""

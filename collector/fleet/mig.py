@@ -12,7 +12,7 @@ from __future__ import annotations
 import bisect
 import math
 import operator
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
 from agent.model import Batch, GpuInfo
 from collector.analysis.energy import split_mig_energy
@@ -62,6 +62,16 @@ class MigLayouts:
             parent = gpus.get(info.mig_parent_uuid)
         if parent is not None:
             self._price_parent(parent, gpus)
+
+    def forget(self, uuids: Collection[str]) -> None:
+        """Drop forgotten GPUs, as parents and as slices (collector/fleet/live.py)."""
+        for uuid in uuids:
+            self._slices.pop(uuid, None)
+            self._split_slices.pop(uuid, None)
+            self._histories.pop(uuid, None)
+        for book in (self._slices, self._split_slices):
+            for slices in book.values():
+                slices.difference_update(uuids)
 
     def follow(self, batch: Batch, gpus: Mapping[str, TrackedGpu]) -> None:
         """A MIG parent's slices are those its node lists with it now: after the GPU is

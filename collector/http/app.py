@@ -13,7 +13,8 @@ Every /v1 route needs ``Authorization: Bearer <token>`` with the route's scope
 the docs are open, as probes expect, and /metrics too unless
 ``server.metrics_require_token`` (then the ``metrics`` scope). Errors are JSON
 ``{"error", "field", "reason"}``. Backend calls (SQLite I/O) run in worker threads; a
-batch's body goes to the backend's ingest thread (``submit``), decoded and checked there.
+batch's body goes to the backend's ingest thread (``submit``), decoded and checked there;
+past the in-flight bounds it is answered 429 with Retry-After first (``admission.py``).
 Requests are logged without headers or query strings, so tokens never reach a log.
 """
 
@@ -48,6 +49,7 @@ from collector.backend import (
 )
 from collector.config import CollectorSettings
 from collector.health import ReadinessResponse
+from collector.http.admission import Admission, Ticket
 from collector.http.auth import AuthExporter, Gate, Scope, Token
 from collector.http.openapi import docs_page, openapi_document
 from collector.http.query import QueryError, parse_statuses, parse_window
@@ -81,6 +83,7 @@ def create_app(
     for extra in collectors:
         registry.register(extra)
     api = _Api(backend, settings, gate, clock)
+    registry.register(api.admission)
     guard = gate.guard
     metrics = _metrics_endpoint(registry)
     if settings.server.metrics_require_token:
@@ -124,6 +127,7 @@ class _Api:
         self.settings = settings
         self.gate = gate
         self.clock = clock
+        self.admission = Admission(settings.server)
 
     async def unauthorized(self) -> None:
         """A batch the gate refused (401, 403 scope, 429) counts as refused, unauthorized."""
@@ -136,22 +140,31 @@ class _Api:
             log.exception("counting a refused batch failed")
 
     async def post_batch(self, request: Request) -> Response:
+        admission, ticket = self.admission, Ticket()
         try:
-            body = await _read_body(request, self.settings.server.max_body_bytes)
+            limit = self.settings.server.max_body_bytes
+            ticket = admission.admit(_declared_bytes(request, limit))  # 429 before reading
+            body = await _read_body(request, limit, lambda read: admission.grow(ticket, read))
             # decoded, validated and stored off the event loop (CollectorService.submit); kept
             # pending as sent: a gzipped body is ~10x less for the ledger to write
             coding = request.headers.get("content-encoding")
             nodes = request.state.token.binding()  # the agent token's nodes (node_binding.py)
-            ack = await asyncio.wrap_future(
-                self.backend.submit(body, coding, self.clock(), nodes=nodes)
-            )
+            future = self.backend.submit(body, coding, self.clock(), nodes=nodes)
+            admission.queue(ticket, future)
+            ack = await asyncio.wrap_future(future)
         except IngestError as err:
             await self.count_rejection(err.reason, err.samples)
-            log.info("batch refused (%s %s): %s", err.status, err.reason, err.message)
-            return error_response(err.status, err.message, err.field, err.reason.value)
+            if err.reason is not RejectReason.OVERLOADED:  # admission logs those itself
+                log.info("batch refused (%s %s): %s", err.status, err.reason, err.message)
+            response = error_response(err.status, err.message, err.field, err.reason.value)
+            if err.retry_after_seconds is not None:
+                response.headers["Retry-After"] = str(err.retry_after_seconds)
+            return response
         except Exception:  # the core failed: nothing was acknowledged, the agent retries
             log.exception("storing a batch failed")
             return error_response(503, "the collector could not store the batch; retry later")
+        finally:
+            admission.release(ticket)  # what was not handed to the ingest thread
         return json_response(ack)
 
     async def get_fleet(self, request: Request) -> Response:
@@ -206,8 +219,9 @@ async def _livez(request: Request) -> Response:
     return json_response(LIVE)
 
 
-async def _read_body(request: Request, max_bytes: int) -> bytes:
-    """The raw body, refused by content type (415) or size (413, before and while reading)."""
+def _declared_bytes(request: Request, max_bytes: int) -> int:
+    """The body's Content-Length (0 when chunked), refused by content type (415) or
+    declared size (413) before anything is read."""
     media_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
     if media_type != "application/json":
         raise IngestError(
@@ -218,11 +232,18 @@ async def _read_body(request: Request, max_bytes: int) -> bytes:
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > max_bytes:
         raise too_large(max_bytes, decompressed=False)
+    return int(declared) if declared.isdigit() else 0
+
+
+async def _read_body(request: Request, max_bytes: int, reading: Callable[[int], None]) -> bytes:
+    """The raw body, refused by size while reading (413); ``reading`` is told the bytes read
+    so far after each chunk (admission control may refuse it)."""
     body = bytearray()
     async for chunk in request.stream():
         body += chunk
         if len(body) > max_bytes:
             raise too_large(max_bytes, decompressed=False)
+        reading(len(body))
     return bytes(body)
 
 
@@ -261,7 +282,7 @@ class AccessLog:
     """Logs method, path, status and duration of each request; never headers or queries.
 
     A request answered 2xx or 3xx is logged at DEBUG (every agent posts every few seconds:
-    thousands of lines a minute in a large fleet); 4xx and 5xx at INFO."""
+    thousands of lines a minute in a large fleet), and so is a 429; 4xx and 5xx at INFO."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -281,7 +302,8 @@ class AccessLog:
         try:
             await self.app(scope, receive, sending)
         finally:
-            level = logging.DEBUG if status[0] < 400 else logging.INFO
+            # 429 is the collector's own state (admission logs it), not the request's fault
+            level = logging.DEBUG if status[0] < 400 or status[0] == 429 else logging.INFO
             if log.isEnabledFor(level):
                 elapsed_ms = (time.perf_counter() - started) * 1000
                 log.log(

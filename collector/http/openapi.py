@@ -104,6 +104,12 @@ def _ingest_operation() -> dict[str, Any]:
             ),
             "415": _error("Not application/json, or an unsupported Content-Encoding"),
             "422": _error("Invalid batch; 'field' is the JSON path of the first problem"),
+            "429": _error(
+                "Refused for now, kept by the agent: the collector is overloaded (reason"
+                " overloaded: server.max_inflight_bytes or server.max_queued_batches) or the"
+                " fleet is at a bound (reason limit_exceeded: ingest.max_gpus, ...); retry"
+                " after the Retry-After header's seconds"
+            ),
             "503": _error("The collector could not store the batch; retry later"),
         },
         scope=Scope.AGENT,

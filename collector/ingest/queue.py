@@ -23,6 +23,7 @@ import msgspec
 from agent.model import Batch, BatchAck
 from collector.backend import IngestError, RejectReason
 from collector.config import CollectorSettings
+from collector.fleet.limits import GroupTally
 from collector.fleet.live import LiveFleet
 from collector.ingest.decode import accept_body
 from collector.ingest.group_commit import GroupCommit
@@ -104,9 +105,10 @@ class IngestQueue:
         outcomes: list[BatchAck | BaseException] = []
         valid: list[tuple[int, Batch]] = []
         claimed: dict[str, str] = {}  # uuid -> node, of the batches taken in this group
+        tally = GroupTally()  # what they add, for the memory bounds
         for i, item in enumerate(group):
             try:
-                batch = self._accept(item, claimed)
+                batch = self._accept(item, claimed, tally)
             except IngestError as err:
                 outcomes.append(err)
                 continue
@@ -136,7 +138,7 @@ class IngestQueue:
         self.observers.batches_stored(stored)
         return outcomes
 
-    def _accept(self, item: Incoming, claimed: dict[str, str]) -> Batch:
+    def _accept(self, item: Incoming, claimed: dict[str, str], tally: GroupTally) -> Batch:
         """``item``'s batch, checked; an IngestError refuses it. Checking one body never
         fails the group: an unexpected error (a bug, or input no rule foresaw) refuses
         that batch alone with a 500, logged with its traceback."""
@@ -151,6 +153,8 @@ class IngestQueue:
             )
             _refuse_foreign_node(batch, item.nodes)
             self._refuse_duplicate(batch, item.received_at, claimed)
+            if breach := self.fleet.refuse_past_limits(batch, item.received_at, tally):
+                raise breach.error(len(batch.samples))
         except IngestError:
             raise
         except Exception as err:

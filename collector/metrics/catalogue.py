@@ -377,6 +377,25 @@ AUTH_FAILURES = MetricSpec(
     "many failures from one address).",
 )
 AUTH: tuple[MetricSpec, ...] = (AUTH_FAILURES,)
+# admission control at the HTTP edge (collector/http/admission.py); shed batches count
+# in REJECTED_BATCHES{reason="overloaded"}
+INFLIGHT_BYTES = MetricSpec(
+    "gpufleet_collector_inflight_bytes",
+    "gauge",
+    "bytes",
+    (),
+    "Bytes of batch bodies being read or queued and not yet stored; past "
+    "server.max_inflight_bytes batches are answered 429 with Retry-After.",
+)
+QUEUED_BATCHES = MetricSpec(
+    "gpufleet_collector_queued_batches",
+    "gauge",
+    "",
+    (),
+    "Batches queued for the ingest thread and not yet stored; past "
+    "server.max_queued_batches batches are answered 429 with Retry-After.",
+)
+ADMISSION: tuple[MetricSpec, ...] = (INFLIGHT_BYTES, QUEUED_BATCHES)
 
 CATALOGUE: tuple[MetricSpec, ...] = (
     FLEET_GPUS,
@@ -413,4 +432,5 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     *NOTIFY,
     *INFLUX,
     *AUTH,
+    *ADMISSION,
 )

@@ -81,6 +81,7 @@ class FleetExporter:
             *cat.NOTIFY,
             *cat.INFLUX,
             *cat.AUTH,
+            *cat.ADMISSION,
         }  # described by their own collectors
         return [family(spec) for spec in cat.CATALOGUE if spec not in others]
 
