@@ -42,7 +42,7 @@ class ServerSettings:
     auth_failure_burst: int = 50
     #: request line plus headers larger than this are refused (400) before any is parsed
     max_header_bytes: int = 64 * 1024
-    # -- admission control (collector/http/admission.py): past either bound a batch is
+    # -- admission control (collector/http/admission.py): past any bound a batch is
     # answered 429 with Retry-After before its body is read, and the agent keeps it
     #: bytes of batch bodies being read or queued and not yet stored; 256 MiB keeps a
     #: burst of 16 maximal (16 MiB) bodies, or ~2,000 typical 100 KiB ones, in memory
@@ -50,10 +50,20 @@ class ServerSettings:
     #: batches queued for the ingest thread and not yet stored; 2,000 is ~10 s of a
     #: 10,000-node fleet shipping every 5 s, past which answers only grow later
     max_queued_batches: int = 2000
+    #: how far the event loop may run behind its schedule (the most its 0.1 s probe was
+    #: late in the last 2 s): past it the collector is past its knee, HTTP work itself
+    #: saturates the loop before the two bounds above fill, and a batch taken now would
+    #: be answered only later, after the agent may have timed out and resent it
+    max_loop_lag_seconds: float = 1.0
 
     def __post_init__(self) -> None:
         if not 0 < self.port < 65536:
             raise ConfigError(f"server.port: must be 1..65535, got {self.port}")
+        if not 0 < self.max_loop_lag_seconds <= 60:
+            raise ConfigError(
+                f"server.max_loop_lag_seconds: must be > 0 and <= 60, "
+                f"got {self.max_loop_lag_seconds}"
+            )
         if not (self.auth_failures_per_second > 0 and self.auth_failure_burst >= 1):
             raise ConfigError(
                 "server.auth_failures_per_second and server.auth_failure_burst: must be "

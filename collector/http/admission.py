@@ -1,5 +1,6 @@
-"""Admission control at the edge: a bound on batch bytes in flight and on batches queued
-for the ingest thread; past either, ``429`` with ``Retry-After`` before the body is read.
+"""Admission control at the edge: a bound on batch bytes in flight, on batches queued for
+the ingest thread and on how far the event loop runs behind; past any, ``429`` with
+``Retry-After`` before the body is read.
 
 Why: without a bound every concurrent POST holds its body in memory until the ingest thread
 has stored it (48 concurrent 15 MiB bodies took the collector from 386 MiB to 6 GiB), and
@@ -14,6 +15,14 @@ to the ingest thread (``CollectorBackend.submit``) and not yet answered. ``Retry
 how long the ingest thread takes, at the rate it drained the last ``RATE_WINDOW_SECONDS``,
 to store what is ahead of the sender now, in whole seconds clamped to
 ``RETRY_AFTER_MIN_SECONDS..RETRY_AFTER_MAX_SECONDS``; the maximum when nothing drained.
+
+The loop's lag: on 2 cores the HTTP work itself (parsing, routing, answering; shared with
+the ingest thread's decoding) saturates the event loop before the two bounds fill
+(bench/collector_load.py: no batch shed, p99 43 s and a seventh of the knee's throughput
+at 10x the knee, agents timing out and resending). A probe scheduled every
+``LAG_PROBE_SECONDS`` notes how late it runs; past ``server.max_loop_lag_seconds`` (the
+most it was late over ``LAG_WINDOW_SECONDS``) batches are refused, Retry-After twice the
+lag, so the requests the loop does take are answered in time.
 
 Everything here runs on the event loop's thread (completions are handed back to it), so it
 needs no lock; the exporter reads the two gauges from a worker thread (plain ints).
@@ -46,6 +55,9 @@ RETRY_AFTER_MAX_SECONDS = 30
 RATE_WINDOW_SECONDS = 10.0
 #: while shedding, a WARNING at most this often (each shed batch is counted, not logged)
 WARN_EVERY_SECONDS = 60.0
+#: the loop-lag probe runs this often, and its lateness counts this long
+LAG_PROBE_SECONDS = 0.1
+LAG_WINDOW_SECONDS = 2.0
 
 
 class Ticket:
@@ -64,7 +76,11 @@ class Admission:
     def __init__(self, settings: ServerSettings, clock: Callable[[], float] = time.monotonic):
         self.max_bytes = settings.max_inflight_bytes
         self.max_batches = settings.max_queued_batches
+        self.max_lag = settings.max_loop_lag_seconds
         self._clock = clock
+        #: (when, how late) of the loop-lag probe's runs within LAG_WINDOW_SECONDS
+        self._lateness: deque[tuple[float, float]] = deque()
+        self._probing = False
         self.inflight_bytes = 0
         self.queued_batches = 0
         #: (when, bytes) of each batch the ingest thread finished, within RATE_WINDOW_SECONDS
@@ -74,6 +90,15 @@ class Admission:
     def admit(self, declared_bytes: int) -> Ticket:
         """A ticket holding ``declared_bytes`` (the Content-Length; 0 when chunked), or
         the 429 refusing the request before its body is read."""
+        if not self._probing:  # the first request starts the probe on the serving loop
+            self._probing = True
+            self._schedule_probe(asyncio.get_running_loop())
+        if (lag := self.loop_lag()) > self.max_lag:
+            raise self._overloaded(
+                f"the event loop runs {lag:.1f} s behind (server.max_loop_lag_seconds "
+                f"{self.max_lag:g})",
+                max(RETRY_AFTER_MIN_SECONDS, min(RETRY_AFTER_MAX_SECONDS, math.ceil(2 * lag))),
+            )
         if self.queued_batches >= self.max_batches:
             raise self._overloaded(
                 f"{self.queued_batches} batches are queued for storage, the limit "
@@ -119,6 +144,24 @@ class Admission:
 
         future.add_done_callback(lambda f: loop.call_soon_threadsafe(done, f))
 
+    def loop_lag(self) -> float:
+        """The most the probe ran late within the last LAG_WINDOW_SECONDS (0.0 before).
+        Reads a copy: the exporter calls this from a worker thread."""
+        since = self._clock() - LAG_WINDOW_SECONDS
+        return max((late for at, late in list(self._lateness) if at >= since), default=0.0)
+
+    def _schedule_probe(self, loop: asyncio.AbstractEventLoop) -> None:
+        due = loop.time() + LAG_PROBE_SECONDS
+        loop.call_at(due, self._probe, loop, due)
+
+    def _probe(self, loop: asyncio.AbstractEventLoop, due: float) -> None:
+        late, now, lateness = loop.time() - due, self._clock(), self._lateness
+        while lateness and lateness[0][0] < now - LAG_WINDOW_SECONDS:
+            lateness.popleft()
+        if late > 0.01:  # on time is not worth a slot
+            lateness.append((now, late))
+        self._schedule_probe(loop)
+
     def _wait_seconds(self, ahead: int, batches: bool) -> int:
         """Seconds the ingest thread needs, at its recent rate, to drain ``ahead``."""
         now = self._clock()
@@ -159,4 +202,5 @@ class Admission:
         return [
             filled(cat.INFLIGHT_BYTES, {(): float(self.inflight_bytes)}),
             filled(cat.QUEUED_BATCHES, {(): float(self.queued_batches)}),
+            filled(cat.LOOP_LAG, {(): self.loop_lag()}),
         ]

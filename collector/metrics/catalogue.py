@@ -395,7 +395,15 @@ QUEUED_BATCHES = MetricSpec(
     "Batches queued for the ingest thread and not yet stored; past "
     "server.max_queued_batches batches are answered 429 with Retry-After.",
 )
-ADMISSION: tuple[MetricSpec, ...] = (INFLIGHT_BYTES, QUEUED_BATCHES)
+LOOP_LAG = MetricSpec(
+    "gpufleet_collector_event_loop_lag_seconds",
+    "gauge",
+    "seconds",
+    (),
+    "The most the HTTP event loop ran behind its schedule in the last 2 s; past "
+    "server.max_loop_lag_seconds batches are answered 429 with Retry-After.",
+)
+ADMISSION: tuple[MetricSpec, ...] = (INFLIGHT_BYTES, QUEUED_BATCHES, LOOP_LAG)
 
 CATALOGUE: tuple[MetricSpec, ...] = (
     FLEET_GPUS,

@@ -4,13 +4,14 @@ memory bounds (tests/collector/test_bounds.py) and admission control
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import msgspec
+from starlette.routing import BaseRoute
 
 from agent.model import SCHEMA_VERSION, Batch, GpuInfo, GpuSample, Workload, WorkloadKind
 from collector.config import CollectorSettings
@@ -53,11 +54,15 @@ class Rig:
 
 
 @contextmanager
-def rig(db: Path, settings: CollectorSettings, now: float = T0) -> Iterator[Rig]:
+def rig(
+    db: Path, settings: CollectorSettings, now: float = T0, routes: Sequence[BaseRoute] = ()
+) -> Iterator[Rig]:
+    """The app over the core; ``routes`` are the test's own, added to the app's."""
     clock = Clock(now)
     core = CollectorCore.build(settings, Ledger.open(str(db)), example_rates(), clock)
+    app = create_app(core.service, settings, [TOKEN], clock=clock, extra_routes=routes)
     try:
-        with served(create_app(core.service, settings, [TOKEN], clock=clock)) as http:
+        with served(app) as http:
             yield Rig(core, http, clock)
     finally:
         core.close()

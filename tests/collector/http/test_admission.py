@@ -1,6 +1,7 @@
-"""Admission control over real HTTP against a real core: past ``server.max_inflight_bytes``
-or ``server.max_queued_batches`` a batch is answered 429 with Retry-After before its body is
-read, every batch admitted is stored, and /healthz answers while the queue is full.
+"""Admission control over real HTTP against a real core: past ``server.max_inflight_bytes``,
+``server.max_queued_batches`` or ``server.max_loop_lag_seconds`` a batch is answered 429 with
+Retry-After before its body is read, every batch admitted is stored, and /healthz answers
+while the queue is full.
 
 The ingest thread is held by a ledger observer (the one hook observers attach through)
 that waits at ``batches_stored`` until the test opens it: a slow disk, seen from the edge."""
@@ -15,6 +16,9 @@ from pathlib import Path
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import Route
 
 from collector.config import CollectorSettings, ServerSettings
 from collector.ledger.observers import StoredBatch
@@ -110,3 +114,32 @@ def test_a_full_queue_answers_429_and_healthz_still_answers(tmp_path: Path) -> N
         assert r.fleet_nodes() == {"a": 1, "b": 1}
         # drained: the next batch is admitted again
         assert post(r, node_body("c", 1, 1, T0)).status_code == 200
+
+
+async def _hog_the_loop(request: Request) -> Response:
+    """The test's own route: holds the event loop 1.5 s, as a saturated loop does."""
+    time.sleep(1.5)
+    return PlainTextResponse("done")
+
+
+def test_batches_while_the_event_loop_lags_get_429_and_are_taken_again_after(
+    tmp_path: Path,
+) -> None:
+    """Past its knee the collector's event loop, not its queue, is what saturates: a
+    batch arriving while the loop runs behind is shed, and taken again once it keeps up."""
+    server = ServerSettings(max_loop_lag_seconds=0.5)
+    routes = [Route("/test/hog", _hog_the_loop)]
+    with rig(tmp_path / "ledger.db", CollectorSettings(server=server), T0 + 10, routes) as r:
+        assert post(r, node_body("a", 1, 1, T0)).status_code == 200  # starts the probe
+        assert r.http.get("/test/hog", timeout=10).text == "done"
+        refused = post(r, node_body("a", 1, 2, T0))
+        assert refused.status_code == 429, refused.text
+        assert refused.json()["reason"] == "overloaded"
+        assert "server.max_loop_lag_seconds" in refused.json()["error"]
+        assert 2 <= int(refused.headers["Retry-After"]) <= 30  # twice the lag, whole seconds
+        assert gauge(r, "gpufleet_collector_event_loop_lag_seconds") >= 1.0
+        time.sleep(2.5)  # the lag leaves the 2 s window
+        assert post(r, node_body("a", 1, 2, T0)).status_code == 200
+        assert gauge(r, "gpufleet_collector_event_loop_lag_seconds") < 0.5
+        metrics = r.http.get("/metrics").text
+        assert 'gpufleet_collector_rejected_batches_total{reason="overloaded"} 1.0' in metrics
