@@ -14,13 +14,12 @@ acknowledged but not committed.
 
 A pending batch that cannot be applied (it fails ``check``: today's edge rules, whose
 table bounds every value to what the ledger can store, collector/ingest/rules.py; or
-buffering it raises) is
-quarantined at replay, not fatal and not replayed again. Poison is stopped before it is
-applied because a value in the applied state cannot be taken out again: the write
-accumulates many batches' samples per GPU and workload, and the live state has moved past
-them. A commit that still fails on its data is reported like any failed commit (``reason``
-overflow or other) and retried; finding the batches behind it (re-applying from the last
-commit without them) is not done.
+buffering it raises) is quarantined at replay, not fatal and not replayed again. Poison
+is stopped before it is applied because a value in the applied state cannot be taken out
+again: the write accumulates many batches' samples per GPU and workload, and the live
+state has moved past them. A commit that still fails on its data is reported like any
+failed commit (``reason`` overflow or other) and retried; finding the batches behind it
+(re-applying from the last commit without them) is not done.
 """
 
 from __future__ import annotations

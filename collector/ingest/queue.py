@@ -6,8 +6,9 @@ for the HTTP app, replay, tests and benchmarks alike: the body as POSTed, checke
 Whatever has queued is stored as one group (one batch-log write and, at FULL, one fsync),
 then each stored batch is buffered in the live fleet, and the observers are told.
 Whether the batch-log write worked is told to ``WriteHealth`` (readiness). A stored batch
-that cannot be buffered (a value the ledger cannot hold, or buffering raises) is
-quarantined (collector/ledger/quarantine.py) and refused: it never reaches the ledger.
+whose buffering raises is quarantined (collector/ledger/quarantine.py) and answered with
+the error: it never reaches the ledger's figures. (A value the ledger cannot hold never
+gets this far: the rule table, collector/ingest/rules.py, refuses it at decode.)
 """
 
 from __future__ import annotations
