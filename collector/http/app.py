@@ -128,6 +128,8 @@ class _Api:
         self.gate = gate
         self.clock = clock
         self.admission = Admission(settings.server)
+        #: whether the last batch the core was to store failed (its ERROR is logged once)
+        self.store_failing = False
 
     async def unauthorized(self) -> None:
         """A batch the gate refused (401, 403 scope, 429) counts as refused, unauthorized."""
@@ -161,10 +163,18 @@ class _Api:
                 response.headers["Retry-After"] = str(err.retry_after_seconds)
             return response
         except Exception:  # the core failed: nothing was acknowledged, the agent retries
-            log.exception("storing a batch failed")
+            if not self.store_failing:  # once per streak: agents retry every few seconds
+                self.store_failing = True
+                log.exception(
+                    "storing a batch failed; batches are answered 503 (agents keep them) "
+                    "until one is stored again: see /readyz (logged once)"
+                )
             return error_response(503, "the collector could not store the batch; retry later")
         finally:
             admission.release(ticket)  # what was not handed to the ingest thread
+        if self.store_failing:
+            self.store_failing = False
+            log.warning("batches are stored again")
         return json_response(ack)
 
     async def get_fleet(self, request: Request) -> Response:

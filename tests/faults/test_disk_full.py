@@ -55,6 +55,8 @@ def test_readiness_goes_false_on_a_full_disk_and_true_once_space_is_freed(tmp_pa
                 lambda: post(collector, resend).status_code == 503,
                 WITHIN_SECONDS,
             )
+            for _ in range(5):  # an agent's retries: each answered, one ERROR for the streak
+                assert post(collector, resend).status_code == 503
             readyz = httpx.get(collector.url + "/readyz", timeout=5)
             health = httpx.get(collector.url + "/healthz", timeout=5)
             assert readyz.status_code == 503 and health.status_code == 503
@@ -85,3 +87,5 @@ def test_readiness_goes_false_on_a_full_disk_and_true_once_space_is_freed(tmp_pa
         finally:
             collector.stop_if_running()
         assert gpu_energy(db) == {"GPU-a": WATTS * 200}  # nothing lost, nothing twice
+        log = collector.log.read_text(errors="replace")
+        assert log.count("storing a batch failed") == 1, log[-4000:]
