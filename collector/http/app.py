@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Callable, Collection, Sequence
 
@@ -59,6 +60,9 @@ from collector.metrics.exporter import FleetExporter
 from collector.usage_report import ledger_period
 
 log = logging.getLogger(__name__)
+
+#: a refusal's reason is logged at most this often (each refusal is counted)
+REFUSAL_LOG_EVERY_SECONDS = 60.0
 #: ``GET /livez``: the process serves
 LIVE = {"live": True}
 
@@ -130,6 +134,8 @@ class _Api:
         self.admission = Admission(settings.server)
         #: whether the last batch the core was to store failed (its ERROR is logged once)
         self.store_failing = False
+        #: reason -> when a refusal for it was last logged (monotonic seconds)
+        self._refusal_logged: dict[RejectReason, float] = {}
 
     async def unauthorized(self) -> None:
         """A batch the gate refused (401, 403 scope, 429) counts as refused, unauthorized."""
@@ -140,6 +146,21 @@ class _Api:
             await run_in_threadpool(self.backend.record_rejection, reason, samples)
         except Exception:  # a counter must not turn a 4xx into a 500
             log.exception("counting a refused batch failed")
+
+    def log_refusal(self, err: IngestError) -> None:
+        """One INFO line per reason a minute: agents retry what they can fix (a clock, a
+        version) every few seconds, and every refusal is counted by reason anyway."""
+        now = time.monotonic()
+        if now - self._refusal_logged.get(err.reason, -math.inf) < REFUSAL_LOG_EVERY_SECONDS:
+            return
+        self._refusal_logged[err.reason] = now
+        log.info(
+            "batch refused (%s %s): %s (counted in gpufleet_collector_rejected_batches_total; "
+            "this reason is logged at most once a minute)",
+            err.status,
+            err.reason,
+            err.message,
+        )
 
     async def post_batch(self, request: Request) -> Response:
         admission, ticket = self.admission, Ticket()
@@ -157,7 +178,7 @@ class _Api:
         except IngestError as err:
             await self.count_rejection(err.reason, err.samples)
             if err.reason is not RejectReason.OVERLOADED:  # admission logs those itself
-                log.info("batch refused (%s %s): %s", err.status, err.reason, err.message)
+                self.log_refusal(err)
             response = error_response(err.status, err.message, err.field, err.reason.value)
             if err.retry_after_seconds is not None:
                 response.headers["Retry-After"] = str(err.retry_after_seconds)

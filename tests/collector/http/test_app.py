@@ -235,13 +235,32 @@ def test_one_nodes_bad_batch_leaves_other_nodes_alone(
 
 
 def test_a_failing_backend_is_503_and_the_agent_can_retry(
-    client: httpx.Client, backend: FakeBackend
+    client: httpx.Client, backend: FakeBackend, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="collector.http.app")
     body = encode_batch(make_batch())
     backend.fail_ingest = True
-    assert post(client, body).status_code == 503
+    for _ in range(3):  # an agent's retries: one ERROR for the streak
+        assert post(client, body).status_code == 503
     backend.fail_ingest = False
     assert post(client, body).json()["status"] == "accepted"
+    messages = [r.getMessage() for r in caplog.records if r.name == "collector.http.app"]
+    assert sum("storing a batch failed" in m for m in messages) == 1
+    assert sum("batches are stored again" in m for m in messages) == 1
+
+
+def test_a_refusal_is_logged_once_a_minute_per_reason_and_counted_each_time(
+    client: httpx.Client, backend: FakeBackend, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="collector.http.app")
+    bad = encode_batch(make_batch(power_watts=-1.0))
+    ghost = msgspec.json.encode(raw_batch(gpu_uuid="GPU-ghost"))
+    for body in (bad, bad, bad, ghost, ghost):  # an agent retrying what it cannot fix
+        assert post(client, body).status_code == 422
+    messages = [r.getMessage() for r in caplog.records if r.name == "collector.http.app"]
+    refused = [m for m in messages if m.startswith("batch refused")]
+    assert len(refused) == 2 and "invalid_value" in refused[0] and "unknown_gpu" in refused[1]
+    assert backend.rejections == {("invalid_value", 2): 3, ("unknown_gpu", 2): 2}
 
 
 def test_only_refused_requests_are_logged_at_info(
