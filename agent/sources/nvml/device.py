@@ -22,7 +22,7 @@ from agent.sources.nvml.events import XidEvents
 from agent.sources.nvml.fields import FieldReader
 from agent.sources.nvml.gpm import GpmReadings, GpmSampler
 from agent.sources.nvml.processes import ProcessReader
-from agent.sources.nvml.structs import temperature_v_query
+from agent.sources.nvml.structs import engine_utilisation_query, temperature_v_query
 
 _MHZ = 1_000_000
 
@@ -223,15 +223,14 @@ class InstanceReader:
 class VideoEngines:
     """nvidia-smi --query-gpu=utilization.encoder,utilization.decoder as ratios 0..1.
 
-    NVML answers (percent, sampling period in µs); the period is the driver's, not ours,
-    and is not kept. A GPU or MIG instance without video engines, or one NVML will not
-    ask (MIG instances on most profiles), answers NotSupported: None from then on.
+    A GPU or MIG instance without video engines, or one NVML will not ask (MIG instances
+    on most profiles), answers NotSupported: None from then on (nvml_calls' rule).
     """
 
     def __init__(self, handle: Any, calls: DeviceCalls) -> None:
         self._calls = calls
-        self._encoder = functools.partial(pynvml.nvmlDeviceGetEncoderUtilization, handle)
-        self._decoder = functools.partial(pynvml.nvmlDeviceGetDecoderUtilization, handle)
+        self._encoder = engine_utilisation_query(handle, "nvmlDeviceGetEncoderUtilization")
+        self._decoder = engine_utilisation_query(handle, "nvmlDeviceGetDecoderUtilization")
 
     def encoder(self) -> float | None:
         return _engine_ratio(self._calls.get("encoder_activity", self._encoder))
@@ -240,8 +239,8 @@ class VideoEngines:
         return _engine_ratio(self._calls.get("decoder_activity", self._decoder))
 
 
-def _engine_ratio(answer: Any) -> float | None:
-    return None if answer is None else int(answer[0]) / 100
+def _engine_ratio(percent: int | None) -> float | None:
+    return None if percent is None else percent / 100
 
 
 def _percent(utilisation: Any, member: str) -> float | None:
