@@ -160,6 +160,11 @@ class GpuSample(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, g
     #: False when the GPU fell off the bus or NVML failed for it; the other fields are None.
     healthy: bool = True
     error: str | None = None
+    #: 0..1. NVENC / NVDEC busy share over NVML's sampling period (nvidia-smi's
+    #: utilization.encoder/decoder); None where the GPU or MIG instance cannot say.
+    #: Last, with defaults, so older senders and readers keep working.
+    encoder_activity: float | None = None
+    decoder_activity: float | None = None
 
 
 class Batch(msgspec.Struct, frozen=True, kw_only=True, gc=False):

@@ -125,6 +125,7 @@ class GpufleetTool:
                     "processes (pid, memory)": p,
                     "process SM share": [x for x in p if x.sm_share is not None],
                     "process workload (pod/job)": [x for x in p if x.workload is not None],
+                    "utilization.encoder/decoder": sample.encoder_activity,
                 }
             )
         found |= _answered({"power.limit": [g for g in gpus if g.power_limit_watts]})

@@ -56,7 +56,9 @@ def test_agent_peers_quick_runs_every_tool_over_the_fake_nvml() -> None:
     # every tool read the fake GPUs' memory and power through the binding
     assert re.search(r"^memory\.used\s+x\s+x\s+x\s+x\s*$", out, re.MULTILINE), out
     assert re.search(r"^power\.draw\s+x\s+x\s+x\s+x\s*$", out, re.MULTILINE), out
-    assert "nvitop getters: fields gpufleet does not read: none" in out
+    assert re.search(r"^utilization\.encoder/decoder\s+x\s+x\s+x\s*$", out, re.MULTILINE), out
+    for peer in ("nvitop getters", "nvitop as_snapshot", "gpustat"):
+        assert f"{peer}: fields gpufleet does not read: none" in out
 
 
 @pytest.mark.slow

@@ -83,6 +83,8 @@ GPU_METRICS: tuple[MetricSpec, ...] = (
         "Device memory bandwidth activity 0..1: GPM DRAM bandwidth utilisation, or NVML "
         "utilization.memory/100 when gpufleet_gpu_activity_coarse is 1.",
     ),
+    _gpu("gpufleet_gpu_encoder_utilization_ratio", "gauge", "ratio", "NVENC busy share 0..1."),
+    _gpu("gpufleet_gpu_decoder_utilization_ratio", "gauge", "ratio", "NVDEC busy share 0..1."),
     _gpu(
         "gpufleet_gpu_activity_coarse",
         "gauge",

@@ -81,6 +81,8 @@ _VALUES: dict[str, Callable[[GpuSample], float | None]] = {
     "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": lambda s: _scaled(s.energy_joules, 1e3),
     "DCGM_FI_DEV_GPU_UTIL": lambda s: _ratio_to_percent(s.sm_activity),
     "DCGM_FI_DEV_MEM_COPY_UTIL": lambda s: _ratio_to_percent(s.dram_activity),
+    "DCGM_FI_DEV_ENC_UTIL": lambda s: _ratio_to_percent(s.encoder_activity),
+    "DCGM_FI_DEV_DEC_UTIL": lambda s: _ratio_to_percent(s.decoder_activity),
     "DCGM_FI_DEV_FB_FREE": _fb_free,
     "DCGM_FI_DEV_FB_USED": lambda s: _mib(s.memory_used_bytes),
     "DCGM_FI_DEV_FB_RESERVED": lambda s: _mib(s.memory_reserved_bytes),

@@ -64,6 +64,8 @@ DCGM_METRICS: tuple[DcgmSpec, ...] = (
     ),
     DcgmSpec("DCGM_FI_DEV_GPU_UTIL", "gauge", "%", "GPU utilization (in %).", on_mig=False),
     DcgmSpec("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "%", "Memory utilization (in %).", on_mig=False),
+    DcgmSpec("DCGM_FI_DEV_ENC_UTIL", "gauge", "%", "Encoder utilization (in %).", on_mig=False),
+    DcgmSpec("DCGM_FI_DEV_DEC_UTIL", "gauge", "%", "Decoder utilization (in %).", on_mig=False),
     DcgmSpec(
         "DCGM_FI_DEV_XID_ERRORS",
         "gauge",
@@ -139,8 +141,6 @@ DCGM_METRICS: tuple[DcgmSpec, ...] = (
 #: active rows of dcgm-exporter's default counters file that we do not emit, and why
 UNSUPPORTED: dict[str, str] = {
     "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": "the agent does not read the PCIe replay counter",
-    "DCGM_FI_DEV_ENC_UTIL": "the agent does not read encoder utilisation",
-    "DCGM_FI_DEV_DEC_UTIL": "the agent does not read decoder utilisation",
     "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": "the agent does not read NVLink counters",
     "DCGM_FI_DEV_VGPU_LICENSE_STATUS": "vGPU licensing is out of scope (no vGPU support)",
     "DCGM_FI_DEV_ROW_REMAP_FAILURE": "GpuSample has remap pending, not remap failure",

@@ -46,6 +46,8 @@ _SCALARS: dict[str, Callable[[GpuSample], float | None]] = {
     "gpufleet_gpu_sm_occupancy_ratio": lambda s: s.sm_occupancy,
     "gpufleet_gpu_tensor_activity_ratio": lambda s: s.tensor_activity,
     "gpufleet_gpu_dram_activity_ratio": lambda s: s.dram_activity,
+    "gpufleet_gpu_encoder_utilization_ratio": lambda s: s.encoder_activity,
+    "gpufleet_gpu_decoder_utilization_ratio": lambda s: s.decoder_activity,
     "gpufleet_gpu_temperature_celsius": lambda s: s.temperature_celsius,
     "gpufleet_gpu_memory_temperature_celsius": lambda s: s.memory_temperature_celsius,
     "gpufleet_gpu_memory_used_bytes": lambda s: s.memory_used_bytes,

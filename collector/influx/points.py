@@ -33,6 +33,8 @@ SAMPLE_FIELDS = (
     "sm_occupancy",
     "tensor_activity",
     "dram_activity",
+    "encoder_activity",
+    "decoder_activity",
     "power_watts",
     "energy_joules",
     "temperature_celsius",

@@ -164,6 +164,8 @@ SAMPLE_RULES: dict[str, Rule] = {
     "sm_occupancy": RATIO,
     "tensor_activity": RATIO,
     "dram_activity": RATIO,
+    "encoder_activity": RATIO,
+    "decoder_activity": RATIO,
     "power_watts": Rule(
         f"must be from 0 to {MAX_POWER_WATTS:g} W (no GPU draws more)", ge=0.0, le=MAX_POWER_WATTS
     ),

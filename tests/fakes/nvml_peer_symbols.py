@@ -1,9 +1,11 @@
-"""Fake NVML symbols the agent never calls but peer tools do (bench/agent_peers.py).
+"""Fake NVML symbols peer tools call (bench/agent_peers.py); of these the agent calls only
+the video engines'.
 
 gpustat and nvitop ask for the device index, graphics processes, fan speed and video
 engine utilisation; without these symbols gpustat stops at its first GPU. Answers are
 what an SXM data-centre GPU gives: no fan to report (NotSupported), no graphics
-processes, idle video engines (0 % over a 167 ms sampling period).
+processes, video engines as busy as the scenario says (idle by default) over a 167 ms
+sampling period, NotSupported in MIG mode.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import pynvml as N
 from tests.fakes.nvml_symbols import SUCCESS, Fail
 
 if TYPE_CHECKING:
+    from tests.fakes.nvml_lib import FakeGpu
     from tests.fakes.nvml_lib import FakeNvml as _Base
 else:
     _Base = object
@@ -34,10 +37,14 @@ class PeerSymbols(_Base):
         raise Fail(N.NVML_ERROR_NOT_SUPPORTED)  # SXM boards are cooled by the chassis
 
     def nvmlDeviceGetEncoderUtilization(self, handle: Any, util: Any, period: Any) -> int:
-        return self._video_engine(handle, util, period, "nvmlDeviceGetEncoderUtilization")
+        gpu = self._video_engine(handle, period, "nvmlDeviceGetEncoderUtilization")
+        util._obj.value = gpu.spec.encoder_utilization_percent
+        return SUCCESS
 
     def nvmlDeviceGetDecoderUtilization(self, handle: Any, util: Any, period: Any) -> int:
-        return self._video_engine(handle, util, period, "nvmlDeviceGetDecoderUtilization")
+        gpu = self._video_engine(handle, period, "nvmlDeviceGetDecoderUtilization")
+        util._obj.value = gpu.spec.decoder_utilization_percent
+        return SUCCESS
 
     def nvmlDeviceGetGraphicsRunningProcesses_v3(self, handle: Any, count: Any, infos: Any) -> int:
         return self._no_graphics(handle, count, "nvmlDeviceGetGraphicsRunningProcesses_v3")
@@ -45,11 +52,12 @@ class PeerSymbols(_Base):
     def nvmlDeviceGetGraphicsRunningProcesses_v2(self, handle: Any, count: Any, infos: Any) -> int:
         return self._no_graphics(handle, count, "nvmlDeviceGetGraphicsRunningProcesses_v2")
 
-    def _video_engine(self, handle: Any, util: Any, period: Any, symbol: str) -> int:
-        self._device(handle, symbol)
-        util._obj.value = 0
+    def _video_engine(self, handle: Any, period: Any, symbol: str) -> FakeGpu:
+        gpu, _ = self._device(handle, symbol)  # a MIG instance's handle: NotSupported
+        if gpu.spec.mig:
+            raise Fail(N.NVML_ERROR_NOT_SUPPORTED)  # as utilisation rates in MIG mode
         period._obj.value = VIDEO_SAMPLING_PERIOD_MICROSECONDS
-        return SUCCESS
+        return gpu
 
     def _no_graphics(self, handle: Any, count: Any, symbol: str) -> int:
         self._device(handle, symbol)

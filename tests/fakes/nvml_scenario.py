@@ -72,6 +72,9 @@ class GpuSpec:
     energy_start_millijoules: int = 0
     utilization_gpu_percent: int = 0
     utilization_memory_percent: int = 0
+    #: nvmlDeviceGetEncoderUtilization / DecoderUtilization (NotSupported in MIG mode)
+    encoder_utilization_percent: int = 0
+    decoder_utilization_percent: int = 0
     #: GPM metric values; None: GPM not supported (nvmlGpmQueryDeviceSupport says 0)
     gpm: GpmSpec | None = None
     temperature_celsius: int = 40

@@ -22,7 +22,7 @@ from agent.sources.nvml.events import XidEvents
 from agent.sources.nvml.fields import FieldReader
 from agent.sources.nvml.gpm import GpmReadings, GpmSampler
 from agent.sources.nvml.processes import ProcessReader
-from agent.sources.nvml.structs import temperature_v_query
+from agent.sources.nvml.structs import engine_utilisation_query, temperature_v_query
 
 _MHZ = 1_000_000
 
@@ -72,6 +72,7 @@ class GpuReader:
         partial, sensor = functools.partial, pynvml.NVML_TEMPERATURE_GPU
         self._memory = memory_queries(handle)
         self._utilisation = partial(pynvml.nvmlDeviceGetUtilizationRates, handle)
+        self._video = VideoEngines(handle, self._calls)
         self._temperature = (
             temperature_v_query(handle, sensor),
             partial(pynvml.nvmlDeviceGetTemperature, handle, sensor),  # drivers before R565
@@ -127,6 +128,8 @@ class GpuReader:
             remapped_rows_uncorrectable=fields.remapped_rows_uncorrectable,
             remapped_rows_pending=fields.remapped_rows_pending,
             processes=self._processes.read() if self._processes else (),
+            encoder_activity=self._video.encoder(),
+            decoder_activity=self._video.decoder(),
         )
 
     def _read_gpm(self) -> GpmReadings | None:
@@ -179,6 +182,7 @@ class InstanceReader:
         self._calls = DeviceCalls(instance.info.uuid, field_log)
         self._memory = memory_queries(instance.handle)
         self._processes = ProcessReader(instance.handle, self._calls, with_sm_share=False)
+        self._video = VideoEngines(instance.handle, self._calls)
         parent_handle, gi_id = parent.handle, instance.gpu_instance_id
         self._gpm = (
             GpmSampler(
@@ -207,11 +211,36 @@ class InstanceReader:
             memory_total_bytes=total,
             memory_reserved_bytes=reserved,
             processes=self._processes.read(),
+            encoder_activity=self._video.encoder(),
+            decoder_activity=self._video.decoder(),
         )
 
     def close(self) -> None:
         if self._gpm is not None:
             self._gpm.close()
+
+
+class VideoEngines:
+    """nvidia-smi --query-gpu=utilization.encoder,utilization.decoder as ratios 0..1.
+
+    A GPU or MIG instance without video engines, or one NVML will not ask (MIG instances
+    on most profiles), answers NotSupported: None from then on (nvml_calls' rule).
+    """
+
+    def __init__(self, handle: Any, calls: DeviceCalls) -> None:
+        self._calls = calls
+        self._encoder = engine_utilisation_query(handle, "nvmlDeviceGetEncoderUtilization")
+        self._decoder = engine_utilisation_query(handle, "nvmlDeviceGetDecoderUtilization")
+
+    def encoder(self) -> float | None:
+        return _engine_ratio(self._calls.get("encoder_activity", self._encoder))
+
+    def decoder(self) -> float | None:
+        return _engine_ratio(self._calls.get("decoder_activity", self._decoder))
+
+
+def _engine_ratio(percent: int | None) -> float | None:
+    return None if percent is None else percent / 100
 
 
 def _percent(utilisation: Any, member: str) -> float | None:

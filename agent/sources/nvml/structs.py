@@ -102,6 +102,21 @@ def temperature_v_query(handle: Any, sensor: int) -> Callable[[], int]:
     return query
 
 
+def engine_utilisation_query(handle: Any, symbol: str) -> Callable[[], int]:
+    """nvmlDevice{Encoder,Decoder}Utilization(handle) into reused c_uints: the percent.
+
+    The sampling period (µs) NVML also writes is the driver's and is not kept.
+    """
+    percent, period = ctypes.c_uint(), ctypes.c_uint()
+    references = (ctypes.byref(percent), ctypes.byref(period))
+
+    def query() -> int:
+        _call(symbol, handle, *references)
+        return percent.value
+
+    return query
+
+
 def event_wait(event_set: Any, timeout_milliseconds: int) -> Callable[[], Any]:
     """nvmlEventSetWait into one reused struct: the event, or None when none is pending.
 

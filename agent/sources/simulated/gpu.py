@@ -182,6 +182,9 @@ class SimulatedGpu:
             ecc_uncorrected_total=0 if self.model.has_hbm else None,
             processes=self._processes(job, memory_used, sm),
             workloads=(job.workload,) if job else (),
+            # the simulated jobs train and serve models: no video to encode or decode
+            encoder_activity=0.0,
+            decoder_activity=0.0,
         )
 
     def _sm_clock_hertz(self, raised: bool) -> float:

@@ -94,6 +94,8 @@ class SimulatedSlice(SimulatedGpu):
             throttle_reasons=None,
             ecc_corrected_total=None,
             ecc_uncorrected_total=None,
+            encoder_activity=None,  # NVML: NotSupported on MIG instances
+            decoder_activity=None,
         )
 
 
@@ -143,7 +145,10 @@ class SimulatedMigParent(SimulatedGpu):
         return piece.activity(segment)[0] / total
 
     def sample(self, now: float) -> GpuSample:
-        sample = super().sample(now)
+        # NVML's video engine utilisation is NotSupported in MIG mode, like utilisation
+        sample = msgspec.structs.replace(
+            super().sample(now), encoder_activity=None, decoder_activity=None
+        )
         if self.reports_activity:
             return sample
         return msgspec.structs.replace(

@@ -115,6 +115,8 @@ FIELD_FAMILIES = {
     "ecc_corrected_total": "gpufleet_gpu_ecc_errors_total",
     "remapped_rows_correctable": "gpufleet_gpu_remapped_rows",
     "remapped_rows_pending": "gpufleet_gpu_remapped_rows_pending",
+    "encoder_activity": "gpufleet_gpu_encoder_utilization_ratio",
+    "decoder_activity": "gpufleet_gpu_decoder_utilization_ratio",
 }
 
 

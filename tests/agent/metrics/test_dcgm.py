@@ -56,6 +56,8 @@ def test_units_are_dcgm_units(series: dict[tuple[str, frozenset[tuple[str, str]]
     assert one(series, "DCGM_FI_DEV_MEMORY_TEMP", **gpu0) == 70
     assert one(series, "DCGM_FI_DEV_GPU_UTIL", **gpu0) == 75  # %
     assert one(series, "DCGM_FI_DEV_MEM_COPY_UTIL", **gpu0) == 62.5
+    assert one(series, "DCGM_FI_DEV_ENC_UTIL", **gpu0) == 12.5
+    assert one(series, "DCGM_FI_DEV_DEC_UTIL", **gpu0) == 37.5
     assert one(series, "DCGM_FI_DEV_FB_USED", **gpu0) == 40 * 1024  # MiB
     assert one(series, "DCGM_FI_DEV_FB_RESERVED", **gpu0) == 512
     assert one(series, "DCGM_FI_DEV_FB_FREE", **gpu0) == 80 * 1024 - 40 * 1024 - 512

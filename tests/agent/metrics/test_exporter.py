@@ -109,6 +109,8 @@ def busy_h100(uuid: str, timestamp: float = NOW, **kw: object) -> GpuSample:
         "remapped_rows_uncorrectable": 0,
         "remapped_rows_pending": False,
         "processes": (ProcessSample(pid=4321, used_memory_bytes=40 * GIB, sm_share=0.75),),
+        "encoder_activity": 0.125,
+        "decoder_activity": 0.375,
     }
     fields.update(kw)
     return GpuSample(timestamp=timestamp, gpu_uuid=uuid, **fields)  # type: ignore[arg-type]
@@ -255,6 +257,8 @@ def test_values_are_the_samples_in_si_units() -> None:
     assert one(series, "gpufleet_gpu_energy_joules_total", uuid="GPU-0000") == 123_456.789
     assert one(series, "gpufleet_gpu_sm_clock_hertz", uuid="GPU-0000") == 1.98e9
     assert one(series, "gpufleet_gpu_memory_used_bytes", uuid="GPU-0000") == 40 * GIB
+    assert one(series, "gpufleet_gpu_encoder_utilization_ratio", uuid="GPU-0000") == 0.125
+    assert one(series, "gpufleet_gpu_decoder_utilization_ratio", uuid="GPU-0000") == 0.375
     assert one(series, "gpufleet_gpu_power_limit_watts", uuid="GPU-1111") == 400.0
     assert one(series, "gpufleet_gpu_activity_coarse", uuid="GPU-1111") == 1.0
     assert one(series, "gpufleet_gpu_activity_coarse", uuid="GPU-0000") == 0.0

@@ -8,8 +8,15 @@ import pynvml
 import pytest
 
 from agent.sources.nvml.fields import FIELD_IDS
-from agent.sources.nvml.structs import FieldValue, GpmMetricsGet, get_field_values, plain_twin
+from agent.sources.nvml.structs import (
+    FieldValue,
+    GpmMetricsGet,
+    engine_utilisation_query,
+    get_field_values,
+    plain_twin,
+)
 from tests.fakes.nvml_lib import FakeClock, install_fake_nvml, load_scenario
+from tests.fakes.nvml_scenario import with_gpu
 
 
 def _offsets(struct: type) -> list[tuple[str, int, int]]:
@@ -56,4 +63,24 @@ def test_a_prepared_request_reads_what_the_binding_wrapper_reads() -> None:
             assert [(e.nvmlReturn, e.valueType, e.value.ullVal) for e in ours] == [
                 (e.nvmlReturn, e.valueType, e.value.ullVal) for e in theirs
             ]
+        pynvml.nvmlShutdown()
+
+
+@pytest.mark.parametrize(
+    "symbol", ["nvmlDeviceGetEncoderUtilization", "nvmlDeviceGetDecoderUtilization"]
+)
+def test_a_prepared_engine_query_answers_the_binding_wrappers_percent(symbol: str) -> None:
+    scenario = with_gpu(
+        load_scenario("h100_sxm_8x_gpm"),
+        0,
+        encoder_utilization_percent=37,
+        decoder_utilization_percent=88,
+    )
+    with install_fake_nvml(scenario, FakeClock()):
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+        query = engine_utilisation_query(handle, symbol)
+        for _ in range(2):
+            assert query() == getattr(pynvml, symbol)(handle)[0]
+        assert query() in (37, 88)
         pynvml.nvmlShutdown()

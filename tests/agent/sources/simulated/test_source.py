@@ -9,6 +9,7 @@ import pytest
 from agent.config import SourceSettings
 from agent.model import WorkloadKind
 from agent.sources.simulated.hardware import GPU_MODELS
+from agent.sources.simulated.mig import EXAMPLE_LAYOUTS
 from agent.sources.simulated.source import (
     DEFAULT_START_TIME,
     SEGMENT_SECONDS,
@@ -252,3 +253,12 @@ def test_one_hour_at_1hz_trapezoid_within_half_percent_counter_exact() -> None:
         first, last = readings[0][i].energy_joules, readings[-1][i].energy_joules
         assert first is not None and last is not None
         assert last - first == pytest.approx(truth, abs=1e-6)
+
+
+def test_video_engines_idle_on_whole_gpus_unknown_under_mig(fleet: SimulatedFleet) -> None:
+    # the simulated jobs train and serve models: no video; NVML has none in MIG mode
+    whole = [s for node in fleet.nodes for s in node.read(T0 + 10.0)]
+    assert whole and all((s.encoder_activity, s.decoder_activity) == (0.0, 0.0) for s in whole)
+    mig = SimulatedNode.build_mig("mig-node", EXAMPLE_LAYOUTS).read(T0 + 10.0)
+    assert len(mig) == 9
+    assert all((s.encoder_activity, s.decoder_activity) == (None, None) for s in mig)
