@@ -90,6 +90,17 @@ def sim_agent(
     return SimAgent(node, clock, sampler, sender, stats, wire, node_clock, source)
 
 
+def run_ticks(agents: Iterable[SimAgent], ticks: int, ship_every: int = 3) -> None:
+    """``ticks`` sampling steps of every agent, each shipping every ``ship_every`` steps."""
+    agents = list(agents)
+    for n in range(ticks):
+        for agent in agents:
+            agent.clock.set(agent.clock() + STEP_SECONDS)
+            agent.tick()
+            if n % ship_every == ship_every - 1:
+                agent.shipper.flush()
+
+
 def drain(agents: Iterable[SimAgent], timeout_seconds: float = 30.0) -> None:
     """Ship what is buffered, then send until every spool is empty (the collector is up
     and taking batches)."""

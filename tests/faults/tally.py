@@ -19,13 +19,14 @@ command's next start would, so the ledger can be read whole.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from agent.sources.simulated.truth import GroundTruth
 from collector.ledger.store import Ledger
 from gpufleet.cli.collector import build_collector, settings_from_args
+from tests.faults.rig import STEP_SECONDS, SimAgent, spans_of
 from tests.faults.wire import Exchange, SampleKey, accepted_samples, acknowledged_samples
 
 #: what the ledger's sums may differ from the simulator's exact joules by (rounding, the
@@ -128,3 +129,16 @@ def sender_tally(produced: Iterable[SampleKey], exchanges: Iterable[Exchange]) -
         never_accepted=len(made - acknowledged_samples(exchanges)),
         accepted_twice=sum(n - 1 for n in counts.values() if n > 1),
     )
+
+
+def agents_tally(
+    config: Path, db: Path, truth: GroundTruth, agents: Sequence[SimAgent]
+) -> tuple[Tally, SenderTally]:
+    """``settle`` the ledger, then its totals against ``truth`` over what ``agents``
+    sampled, and the agents' own account of what was acknowledged."""
+    settle(config, db)
+    tally = ledger_tally(db, truth, spans_of(agents), STEP_SECONDS)
+    sender = sender_tally(
+        [k for a in agents for k in a.produced], [e for a in agents for e in a.wire.exchanges]
+    )
+    return tally, sender

@@ -22,16 +22,14 @@ from tests.e2e.collector_process import CollectorProcess
 from tests.faults.conftest import Report
 from tests.faults.intake_damage import Record, flip_bit, newest_segment, records, truncate_within
 from tests.faults.rig import (
-    STEP_SECONDS,
     TOKEN,
-    SimAgent,
     drain,
     metric,
+    run_ticks,
     sim_agent,
-    spans_of,
     write_config,
 )
-from tests.faults.tally import ledger_tally, sender_tally, settle
+from tests.faults.tally import agents_tally
 from tests.faults.wire import decode_batch
 
 pytestmark = pytest.mark.slow  # real collector processes, kill -9, mounts
@@ -41,15 +39,6 @@ SHIP_EVERY_TICKS = 3  # 20 batches per node before the kill
 #: long enough that nothing is applied or committed before the kill
 HOLD = {"ingest": {"apply_interval_seconds": 300.0, "commit_interval_seconds": 300.0}}
 CORRUPT_RECORDS = "gpufleet_collector_intake_corrupt_records_total"
-
-
-def run_ticks(agents: list[SimAgent], ticks: int) -> None:
-    for n in range(ticks):
-        for agent in agents:
-            agent.clock.set(agent.clock() + STEP_SECONDS)
-            agent.tick()
-            if n % SHIP_EVERY_TICKS == SHIP_EVERY_TICKS - 1:
-                agent.shipper.flush()
 
 
 def resend(url: str, record: Record) -> httpx.Response:
@@ -90,7 +79,7 @@ def test_a_damaged_record_loses_that_batch_alone_and_says_so(
     for agent in agents:
         agent.tick()
     collector.start()
-    run_ticks(agents, TICKS_BEFORE_KILL)
+    run_ticks(agents, TICKS_BEFORE_KILL, SHIP_EVERY_TICKS)
     assert not any(a.spooled() for a in agents)  # every batch acknowledged
     collector.kill()
 
@@ -103,19 +92,15 @@ def test_a_damaged_record_loses_that_batch_alone_and_says_so(
     try:
         corrupt = metric(collector.url, CORRUPT_RECORDS)
         again = resend(collector.url, other)
-        run_ticks(agents, TICKS_AFTER)
+        run_ticks(agents, TICKS_AFTER, SHIP_EVERY_TICKS)
         drain(agents)
         collector.terminate()
     finally:
         for agent in agents:
             agent.shipper.close()
-    settle(config, db)
+    tally, sender = agents_tally(config, db, fleet, agents)
     log = collector.output()
 
-    tally = ledger_tally(db, fleet, spans_of(agents), STEP_SECONDS)
-    sender = sender_tally(
-        [k for a in agents for k in a.produced], [e for a in agents for e in a.wire.exchanges]
-    )
     hit = {u for u, _ in _samples_of(damaged)}
     per_gpu = damaged.sample_count // len(hit)
     lost = sum(max(0, tally.missing_intervals(u) - 1) for u in tally.gpus)

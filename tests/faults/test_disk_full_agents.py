@@ -24,15 +24,14 @@ from tests.e2e.collector_process import CollectorProcess
 from tests.faults.conftest import Report
 from tests.faults.mounts import Tmpfs
 from tests.faults.rig import (
-    STEP_SECONDS,
     SimAgent,
     drain,
+    run_ticks,
     sim_agent,
-    spans_of,
     status_of,
     write_config,
 )
-from tests.faults.tally import ledger_tally, sender_tally, settle
+from tests.faults.tally import agents_tally
 
 pytestmark = pytest.mark.slow  # real collector processes, kill -9, mounts
 
@@ -46,10 +45,7 @@ def ship_until_ready_is(want: int, collector: CollectorProcess, agents: list[Sim
     """Sample and ship (one step a round) until ``/readyz`` answers ``want``; seconds taken."""
     began = time.monotonic()
     while True:
-        for agent in agents:
-            agent.clock.set(agent.clock() + STEP_SECONDS)
-            agent.tick()
-            agent.shipper.flush()
+        run_ticks(agents, 1, ship_every=1)
         status = status_of(collector.url + "/readyz")
         assert status != 404, "the collector has no /readyz (issue 17, defect 2)"
         if status == want:
@@ -78,11 +74,7 @@ def test_a_full_disk_keeps_batches_with_the_agents_and_readiness_tells(
         ship_until_ready_is(200, collector, agents)
         disk.fill()
         to_unready = ship_until_ready_is(503, collector, agents)
-        for _ in range(5):  # a little longer on a full disk
-            for agent in agents:
-                agent.clock.set(agent.clock() + STEP_SECONDS)
-                agent.tick()
-                agent.shipper.flush()
+        run_ticks(agents, 5, ship_every=1)  # a little longer on a full disk
         kept = sum(a.spooled() for a in agents)
         disk.free()
         to_ready = ship_until_ready_is(200, collector, agents)
@@ -91,12 +83,8 @@ def test_a_full_disk_keeps_batches_with_the_agents_and_readiness_tells(
     finally:
         for agent in agents:
             agent.shipper.close()
-    settle(config, db)
+    tally, sender = agents_tally(config, db, fleet, agents)
 
-    tally = ledger_tally(db, fleet, spans_of(agents), STEP_SECONDS)
-    sender = sender_tally(
-        [k for a in agents for k in a.produced], [e for a in agents for e in a.wire.exchanges]
-    )
     refused = sum(1 for a in agents for e in a.wire.exchanges if e.status == 503)
     fault_report(
         lost=tally.lost_intervals + sender.never_accepted,

@@ -20,8 +20,8 @@ import pytest
 from agent.sources.simulated.source import build_fleet
 from tests.e2e.collector_process import CollectorProcess
 from tests.faults.conftest import Report
-from tests.faults.rig import STEP_SECONDS, SimAgent, drain, sim_agent, spans_of, write_config
-from tests.faults.tally import ledger_tally, sender_tally, settle
+from tests.faults.rig import STEP_SECONDS, SimAgent, drain, sim_agent, write_config
+from tests.faults.tally import agents_tally
 
 pytestmark = pytest.mark.slow  # real collector processes, kill -9, mounts
 
@@ -75,12 +75,8 @@ def test_three_kills_under_concurrent_load_lose_nothing_and_count_nothing_twice(
     finally:
         for agent in agents:
             agent.shipper.close()
-    settle(config, db)
+    tally, sender = agents_tally(config, db, fleet, agents)
 
-    tally = ledger_tally(db, fleet, spans_of(agents), STEP_SECONDS)
-    sender = sender_tally(
-        [k for a in agents for k in a.produced], [e for a in agents for e in a.wire.exchanges]
-    )
     failed = sum(1 for a in agents for e in a.wire.exchanges if e.status is None)
     fault_report(
         lost=tally.lost_intervals + sender.never_accepted,

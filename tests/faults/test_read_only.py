@@ -25,8 +25,8 @@ from agent.sources.simulated.source import build_fleet
 from tests.e2e.collector_process import CollectorProcess
 from tests.faults.conftest import Report
 from tests.faults.mounts import Tmpfs
-from tests.faults.rig import STEP_SECONDS, SimAgent, drain, sim_agent, spans_of, write_config
-from tests.faults.tally import ledger_tally, sender_tally, settle
+from tests.faults.rig import drain, run_ticks, sim_agent, write_config
+from tests.faults.tally import agents_tally
 
 pytestmark = pytest.mark.slow  # real collector processes, kill -9, mounts
 
@@ -51,15 +51,6 @@ SMALL_DISK = {"ledger": {"synchronous": "NORMAL"}}
 SHIP_EVERY_TICKS = 3
 
 
-def run_ticks(agents: list[SimAgent], ticks: int) -> None:
-    for n in range(ticks):
-        for agent in agents:
-            agent.clock.set(agent.clock() + STEP_SECONDS)
-            agent.tick()
-            if n % SHIP_EVERY_TICKS == SHIP_EVERY_TICKS - 1:
-                agent.shipper.flush()
-
-
 @pytest.mark.parametrize(
     "make_read_only",
     [read_only_filesystem, read_only_ledger_file],
@@ -80,12 +71,12 @@ def test_a_read_only_ledger_is_refused_by_name_and_read_write_again_loses_nothin
     agents = [sim_agent(n, collector.url, tmp_path / n.name, start) for n in fleet.nodes]
     collector.start()
     try:
-        run_ticks(agents, 30)
+        run_ticks(agents, 30, SHIP_EVERY_TICKS)
         assert not any(a.spooled() for a in agents)
         collector.kill()  # right after acks: batches pending, -wal and -shm left behind
         assert Path(f"{db}-shm").exists()
         make_read_only(disk, db, True)
-        run_ticks(agents, 12)  # the agents go on; the collector is down
+        run_ticks(agents, 12, SHIP_EVERY_TICKS)  # the agents go on; the collector is down
         with pytest.raises(AssertionError, match="collector exited") as refused:
             collector.start()
         collector.stop_if_running()  # closes its log
@@ -97,18 +88,14 @@ def test_a_read_only_ledger_is_refused_by_name_and_read_write_again_loses_nothin
         )
         make_read_only(disk, db, False)
         collector.start()
-        run_ticks(agents, 12)
+        run_ticks(agents, 12, SHIP_EVERY_TICKS)
         drain(agents)
         collector.terminate()
     finally:
         for agent in agents:
             agent.shipper.close()
-    settle(config, db)
+    tally, sender = agents_tally(config, db, fleet, agents)
 
-    tally = ledger_tally(db, fleet, spans_of(agents), STEP_SECONDS)
-    sender = sender_tally(
-        [k for a in agents for k in a.produced], [e for a in agents for e in a.wire.exchanges]
-    )
     fault_report(
         lost=tally.lost_intervals + sender.never_accepted,
         double=len(tally.double_counted_gpus) + sender.accepted_twice,
