@@ -13,14 +13,13 @@ import json
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Literal
 
 import msgspec
-import pytest
 
 from agent.config import ShipperSettings
 from agent.model import Batch, BatchAck, GpuInfo, GpuSample, decode_batch
@@ -156,15 +155,6 @@ def _handler(collector: FakeCollector) -> type[BaseHTTPRequestHandler]:
             pass
 
     return Handler
-
-
-@pytest.fixture
-def collector() -> Iterator[FakeCollector]:
-    server = FakeCollector()
-    server.start()
-    yield server
-    if server._server is not None:
-        server.stop()
 
 
 def settings_for(collector: FakeCollector, spool_dir: Path, **overrides: object) -> ShipperSettings:

@@ -10,7 +10,7 @@ import itertools
 import random
 import statistics
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -72,14 +72,6 @@ class SteppingStop(threading.Event):
         self.clock.now += timeout
         self.on_wait(self.clock.now)
         return self.clock.now >= self.until
-
-
-@pytest.fixture
-def collector() -> Iterator[FakeCollector]:
-    server = FakeCollector()
-    server.start()
-    yield server
-    server.stop()
 
 
 def test_run_backs_off_while_refused_then_delivers_everything_on_its_cadence(

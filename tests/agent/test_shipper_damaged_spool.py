@@ -23,15 +23,6 @@ from tests.agent.test_shipper import GPUS, TOKEN, FakeCollector, settings_for, t
 
 
 @pytest.fixture
-def collector() -> Iterator[FakeCollector]:
-    server = FakeCollector()
-    server.start()
-    yield server
-    if server._server is not None:
-        server.stop()
-
-
-@pytest.fixture
 def tmpfs(tmp_path: Path) -> Iterator[Path]:
     mount_point = tmp_path / "mnt"
     mount_point.mkdir()

@@ -4,7 +4,6 @@ drop and count only what the collector refuses for good."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -23,16 +22,6 @@ from tests.agent.test_shipper import (
     ticks,
     timestamps,
 )
-
-
-@pytest.fixture
-def collector() -> Iterator[FakeCollector]:
-    server = FakeCollector()
-    server.start()
-    yield server
-    if server._server is not None:
-        server.stop()
-
 
 PROXY_PAGE = b"<html><body><h1>400 Bad Request</h1>nginx</body></html>"
 

@@ -11,7 +11,6 @@ import random
 import re
 import shutil
 import time
-from collections.abc import Iterator
 from email.utils import formatdate
 from pathlib import Path
 
@@ -32,15 +31,6 @@ from tests.agent.test_shipper import (
     timestamps,
 )
 from tests.agent.test_shipper_backoff import START, FakeTime, SteppingStop
-
-
-@pytest.fixture
-def collector() -> Iterator[FakeCollector]:
-    server = FakeCollector()
-    server.start()
-    yield server
-    if server._server is not None:
-        server.stop()
 
 
 def shipper_errors(caplog: pytest.LogCaptureFixture) -> list[str]:
