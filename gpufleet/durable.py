@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
+
+
+def disk_full(err: BaseException) -> bool:
+    """Whether ``err`` says the volume has no space left (or the quota is used up)."""
+    return isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
 def fsync_directory(directory: Path) -> None:

@@ -36,7 +36,6 @@ and so do the error messages ("intake log ..."), so that they name what is on di
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import logging
 import os
@@ -45,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from collector.ledger.log_records import BatchRecord, Damage, LoggedBatch, frame, parse
-from gpufleet.durable import fsync_directory
+from gpufleet.durable import disk_full, fsync_directory
 
 __all__ = ["SEGMENT_BYTES", "BatchLog", "BatchLogError", "BatchRecord", "LoggedBatch"]
 
@@ -265,7 +264,7 @@ def _path(directory: Path, number: int) -> Path:
 
 def _failure(doing: str, err: OSError) -> str:
     """What failed, where, and what to do; a full disk said in so many words."""
-    if err.errno in (errno.ENOSPC, errno.EDQUOT):
+    if disk_full(err):
         return (
             f"intake log: cannot {doing}: the disk is full ({err.strerror}); free space "
             f"there (batches are refused until then)"

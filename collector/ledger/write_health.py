@@ -37,6 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from collector.health import FailureReason
+from gpufleet.durable import disk_full
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +65,7 @@ def failure_reason(err: BaseException) -> FailureReason:
     while seen is not None:
         if isinstance(seen, OverflowError):
             return FailureReason.OVERFLOW
-        if isinstance(seen, OSError) and seen.errno in (errno.ENOSPC, errno.EDQUOT):
+        if disk_full(seen):
             return FailureReason.DISK_FULL
         if isinstance(seen, OSError) and seen.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
             return FailureReason.READ_ONLY
