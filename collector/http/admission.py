@@ -60,6 +60,11 @@ LAG_PROBE_SECONDS = 0.1
 LAG_WINDOW_SECONDS = 2.0
 
 
+def _retry_after(seconds: float) -> int:
+    """``seconds`` as a Retry-After: whole seconds, within the bounds above."""
+    return max(RETRY_AFTER_MIN_SECONDS, min(RETRY_AFTER_MAX_SECONDS, math.ceil(seconds)))
+
+
 class Ticket:
     """The bytes one request holds of the in-flight bound."""
 
@@ -97,7 +102,7 @@ class Admission:
             raise self._overloaded(
                 f"the event loop runs {lag:.1f} s behind (server.max_loop_lag_seconds "
                 f"{self.max_lag:g})",
-                max(RETRY_AFTER_MIN_SECONDS, min(RETRY_AFTER_MAX_SECONDS, math.ceil(2 * lag))),
+                _retry_after(2 * lag),
             )
         if self.queued_batches >= self.max_batches:
             raise self._overloaded(
@@ -172,7 +177,7 @@ class Admission:
         if not done:
             return RETRY_AFTER_MAX_SECONDS
         seconds = ahead / (done / RATE_WINDOW_SECONDS)
-        return max(RETRY_AFTER_MIN_SECONDS, min(RETRY_AFTER_MAX_SECONDS, math.ceil(seconds)))
+        return _retry_after(seconds)
 
     def _overloaded(self, what: str, retry_after_seconds: int) -> IngestError:
         err = IngestError(
