@@ -46,12 +46,6 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetRig]:
         yield running
 
 
-@pytest.fixture(scope="module")
-def http(rig: FleetRig) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=rig.url, timeout=10) as client:
-        yield client
-
-
 def long_idle_seconds(episodes: list[IdleEpisode], gpu_uuid: str, now: float) -> float:
     lengths = [e.seconds(now) for e in episodes if e.gpu_uuid == gpu_uuid]
     return sum(s for s in lengths if s >= WINDOW_SECONDS)

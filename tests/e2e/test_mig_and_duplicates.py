@@ -55,12 +55,6 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetRig]:
         yield running
 
 
-@pytest.fixture(scope="module")
-def http(rig: FleetRig) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=rig.url, timeout=10) as client:
-        yield client
-
-
 def slices(fleet: SimulatedFleet) -> list[str]:
     return [g.info.uuid for g in fleet.nodes[0].gpus if g.info.mig_parent_uuid is not None]
 
