@@ -42,6 +42,8 @@ from bench.collector_throughput import (
     encode_fleet,
 )
 from bench.harness import (
+    BATCH_HEADERS,
+    TOKEN,
     child_process,
     cpu_seconds_of,
     free_port,
@@ -50,10 +52,6 @@ from bench.harness import (
     wait_for_http,
 )
 from bench.synthetic_fleet import BATCH_SECONDS
-
-TOKEN = "bench-token"
-HEADERS = {"Authorization": f"Bearer {TOKEN}", "Content-Encoding": "gzip",
-           "Content-Type": "application/json"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -80,7 +78,7 @@ def post_all(url: str, seconds: list[list[bytes]], posters: int, paced: bool) ->
     failed: list[str] = []
 
     def poster() -> None:
-        with httpx.Client(headers=HEADERS, timeout=60) as client:
+        with httpx.Client(headers=BATCH_HEADERS, timeout=60) as client:
             while (body := work.get()) is not None:
                 response = client.post(url, content=body)
                 if response.status_code != 200:

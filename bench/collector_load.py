@@ -50,7 +50,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from agent.model import SCHEMA_VERSION, Batch, GpuInfo, GpuSample
 from bench.harness import (
+    BATCH_HEADERS,
     MIB,
+    TOKEN,
     child_process,
     free_port,
     memory_bytes_of,
@@ -59,9 +61,6 @@ from bench.harness import (
     wait_for_http,
 )
 
-TOKEN = "bench-token"
-HEADERS = {"Authorization": f"Bearer {TOKEN}", "Content-Encoding": "gzip",
-           "Content-Type": "application/json"}  # fmt: skip
 #: live memory per GPU at 1 Hz, measured by the ramp (~37 KiB: the reorder buffer's ~45
 #: readings, the console's series charts, ~29 KiB, accounting state); with a margin
 KIB_PER_GPU = 48
@@ -151,7 +150,7 @@ async def post_step(url: str, bodies: list[list[bytes]], gpus: int, interval: in
     agents = len(bodies)
     per_batch = gpus * interval
     limits = httpx.Limits(max_connections=agents, max_keepalive_connections=agents)
-    async with httpx.AsyncClient(headers=HEADERS, limits=limits, timeout=120) as client:
+    async with httpx.AsyncClient(headers=BATCH_HEADERS, limits=limits, timeout=120) as client:
         loop = asyncio.get_running_loop()
         t0 = loop.time() + 0.2
 

@@ -18,6 +18,10 @@ import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 
 MIB = 1024 * 1024
+#: the agent token the benchmarks' collectors accept, and the headers of a gzipped batch POST
+TOKEN = "bench-token"
+BATCH_HEADERS = {"Authorization": f"Bearer {TOKEN}", "Content-Encoding": "gzip",
+                 "Content-Type": "application/json"}  # fmt: skip
 _CLOCK_TICKS_PER_SECOND = os.sysconf("SC_CLK_TCK")
 
 
