@@ -31,7 +31,6 @@ needs no lock; the exporter reads the two gauges from a worker thread (plain int
 from __future__ import annotations
 
 import asyncio
-import logging
 import math
 import time
 from collections import deque
@@ -46,15 +45,12 @@ from collector.config import ServerSettings
 from collector.metrics import catalogue as cat
 from collector.metrics.exporter import filled
 
-log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 RETRY_AFTER_MIN_SECONDS = 1
 RETRY_AFTER_MAX_SECONDS = 30
 #: the drain rate behind Retry-After is measured over this much of the recent past
 RATE_WINDOW_SECONDS = 10.0
-#: while shedding, a WARNING at most this often (each shed batch is counted, not logged)
-WARN_EVERY_SECONDS = 60.0
 #: the loop-lag probe runs this often, and its lateness counts this long
 LAG_PROBE_SECONDS = 0.1
 LAG_WINDOW_SECONDS = 2.0
@@ -90,7 +86,6 @@ class Admission:
         self.queued_batches = 0
         #: (when, bytes) of each batch the ingest thread finished, within RATE_WINDOW_SECONDS
         self._drained: deque[tuple[float, int]] = deque()
-        self._warned_at = -math.inf
 
     def admit(self, declared_bytes: int) -> Ticket:
         """A ticket holding ``declared_bytes`` (the Content-Length; 0 when chunked), or
@@ -188,15 +183,7 @@ class Admission:
             reason=RejectReason.OVERLOADED,
         )
         err.retry_after_seconds = retry_after_seconds
-        now = self._clock()
-        if now - self._warned_at >= WARN_EVERY_SECONDS:
-            self._warned_at = now
-            log.warning(
-                "%s (counted in gpufleet_collector_rejected_batches_total"
-                '{reason="overloaded"}, logged once a minute)',
-                err.message,
-            )
-        return err
+        return err  # logged by the edge, once a minute (http/app.py log_refusal)
 
     # -- prometheus_client Collector -------------------------------------------------------
 

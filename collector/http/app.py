@@ -148,13 +148,16 @@ class _Api:
             log.exception("counting a refused batch failed")
 
     def log_refusal(self, err: IngestError) -> None:
-        """One INFO line per reason a minute: agents retry what they can fix (a clock, a
-        version) every few seconds, and every refusal is counted by reason anyway."""
+        """One line per reason a minute: agents retry what they can fix (a clock, a
+        version) every few seconds, and every refusal is counted by reason anyway. Load
+        shed at the door (``overloaded``) is the collector's own state: a WARNING."""
         now = time.monotonic()
         if now - self._refusal_logged.get(err.reason, -math.inf) < REFUSAL_LOG_EVERY_SECONDS:
             return
         self._refusal_logged[err.reason] = now
-        log.info(
+        level = logging.WARNING if err.reason is RejectReason.OVERLOADED else logging.INFO
+        log.log(
+            level,
             "batch refused (%s %s): %s (counted in gpufleet_collector_rejected_batches_total; "
             "this reason is logged at most once a minute)",
             err.status,
@@ -177,8 +180,7 @@ class _Api:
             ack = await asyncio.wrap_future(future)
         except IngestError as err:
             await self.count_rejection(err.reason, err.samples)
-            if err.reason is not RejectReason.OVERLOADED:  # admission logs those itself
-                self.log_refusal(err)
+            self.log_refusal(err)
             response = error_response(err.status, err.message, err.field, err.reason.value)
             if err.retry_after_seconds is not None:
                 response.headers["Retry-After"] = str(err.retry_after_seconds)
@@ -333,7 +335,7 @@ class AccessLog:
         try:
             await self.app(scope, receive, sending)
         finally:
-            # 429 is the collector's own state (admission logs it), not the request's fault
+            # 429 is the collector's own state (log_refusal logs it), not the request's fault
             level = logging.DEBUG if status[0] < 400 or status[0] == 429 else logging.INFO
             if log.isEnabledFor(level):
                 elapsed_ms = (time.perf_counter() - started) * 1000

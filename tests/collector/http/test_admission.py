@@ -8,6 +8,7 @@ that waits at ``batches_stored`` until the test opens it: a slow disk, seen from
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -15,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
@@ -63,7 +65,7 @@ def post(r: Rig, body: bytes) -> httpx.Response:
 
 
 def test_bodies_past_the_inflight_bound_get_429_and_the_admitted_are_all_stored(
-    tmp_path: Path,
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     bodies = [node_body(f"n{i}", 60, 1, T0, first=0) for i in range(6)]
     size = max(len(b) for b in bodies)
@@ -91,6 +93,8 @@ def test_bodies_past_the_inflight_bound_get_429_and_the_admitted_are_all_stored(
         assert gauge(r, "gpufleet_collector_queued_batches") == 0
         metrics = r.http.get("/metrics").text
         assert 'gpufleet_collector_rejected_batches_total{reason="overloaded"} 3.0' in metrics
+        shed = [r for r in caplog.records if "429 overloaded" in r.getMessage()]
+        assert [r.levelno for r in shed] == [logging.WARNING]  # three shed, logged once
 
 
 def test_a_full_queue_answers_429_and_healthz_still_answers(tmp_path: Path) -> None:
