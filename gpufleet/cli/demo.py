@@ -127,9 +127,13 @@ def build_demo(args: argparse.Namespace, workdir: Path) -> Demo:
         if args.config is not None
         else CollectorSettings()
     )
+    # messages link the console: the demo's own URL unless the file names a public one
+    public_url = base.server.public_url or f"http://127.0.0.1:{args.port}"
     settings = dataclasses.replace(
         base,
-        server=dataclasses.replace(base.server, port=args.port, tokens=[token]),
+        server=dataclasses.replace(
+            base.server, port=args.port, tokens=[token], public_url=public_url
+        ),
         ledger=LedgerSettings(url=str(args.db or workdir / "gpufleet-demo.db")),
         influx=influx_settings(args, os.environ),
         # the pacer keeps every agent within the lead, so only a real gap turns a GPU unknown
