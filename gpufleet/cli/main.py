@@ -6,13 +6,25 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 
 from collector.ledger.records import LedgerError
+from gpufleet.cli.help import Parser
+from gpufleet.cli.listen import PortTaken
 from gpufleet.settings import ConfigError
 
 
+def version() -> str:
+    """The installed distribution's version ("unknown" when run from a bare source tree)."""
+    try:
+        return metadata.version("gpufleet")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gpufleet", description=__doc__)
+    parser = Parser(prog="gpufleet", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"gpufleet {version()}")
     parser.add_argument(
         "--log-level", default="INFO", type=str.upper, choices=["DEBUG", "INFO", "WARNING", "ERROR"]
     )
@@ -41,6 +53,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         result: int = args.run(args)
     except ConfigError as err:
         print(f"gpufleet {args.command}: configuration error: {err}", file=sys.stderr)
+        return 2
+    except PortTaken as err:
+        print(f"gpufleet {args.command}: {err}", file=sys.stderr)
         return 2
     except LedgerError as err:  # e.g. another collector holds the ledger's batch log
         print(f"gpufleet {args.command}: {err}", file=sys.stderr)
