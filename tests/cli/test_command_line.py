@@ -143,3 +143,26 @@ def test_the_demo_says_what_it_does_while_it_pre_runs_history() -> None:
     assert "pre-running 0.5 simulated hours of history for 16 GPUs ..." in lines
     steps = [line.strip() for line in lines if line.strip().startswith("history ")]
     assert steps and steps == sorted(steps, key=lambda s: int(s.split()[1].rstrip("%")))
+
+
+@pytest.mark.parametrize(
+    ("period", "says"),
+    [("-1d", "--period: a length of time back from --end, not negative (e.g. 7d), got '-1d'"),
+     ("0h", "--period: must be longer than zero (e.g. 24h or 7d), got '0h'")],
+)  # fmt: skip
+def test_report_refuses_a_negative_or_empty_period(tmp_path: Path, period: str, says: str) -> None:
+    """``--period -1d`` used to be "expected one argument" (argparse took -1d for an
+    option) and ``--period 0h`` an empty table with exit 0."""
+    ledger = tmp_path / "ledger.db"
+    ledger.touch()
+    result = gpufleet("report", "--db", str(ledger), "--period", period)
+    no_traceback(result)
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"gpufleet report: configuration error: {says}"
+
+
+def test_a_negative_number_still_reaches_its_option() -> None:
+    from gpufleet.cli.main import joined_values
+
+    assert joined_values(["demo", "--skew", "-30", "--", "-1"]) == [
+        "demo", "--skew=-30", "--", "-1"]  # fmt: skip
