@@ -30,6 +30,7 @@ from collector.reports import LiveRates
 from collector.service import CollectorCore
 from collector.web import ConsoleSources, SeriesBuffer, console_routes
 from gpufleet.cli.alerting import Alerting, build_alerting
+from gpufleet.cli.listen import check_free
 from gpufleet.cli.schedule import PeriodicJobs
 from gpufleet.settings import load_settings
 
@@ -232,6 +233,9 @@ def tune_gc() -> tuple[int, int, int]:
 
 def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
+    host, port = settings.server.host, settings.server.port
+    check_free(host, {port: "the collector's API and /metrics"},
+               "another collector running? set --port or server.port")  # fmt: skip
     tune_gc()
     collector = build_collector(settings)
     collector.start_jobs()

@@ -56,10 +56,18 @@ def add_parser(commands: Any) -> None:
 
 
 def parse_period(text: str) -> float:
+    """Seconds in ``text`` (``24h``, ``7d``, ``4w``); a negative or zero length is an error,
+    not an empty report."""
     match = _PERIOD.match(text.strip())
     if match is None:
+        if text.strip().startswith("-"):
+            raise ConfigError(f"--period: a length of time back from --end, not negative "
+                              f"(e.g. 7d), got {text!r}")  # fmt: skip
         raise ConfigError(f"--period: expected a number and h, d or w (e.g. 7d), got {text!r}")
-    return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+    seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+    if seconds <= 0:
+        raise ConfigError(f"--period: must be longer than zero (e.g. 24h or 7d), got {text!r}")
+    return seconds
 
 
 def parse_end(text: str | None, now: float) -> float:
