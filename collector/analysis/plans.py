@@ -114,6 +114,8 @@ class WhatIf:
     today: Mix
     recommended: Mix
     costs: Costs
+    #: the optimum on the busy curve, and every mix's cost there
+    recommended_busy: Mix
     busy: Costs
     #: the recommended mix's saving over today's if usage drops by RISK_USAGE_DROP
     saving_if_usage_drops: float
@@ -158,6 +160,7 @@ def what_if(
         today=prices.today,
         recommended=mix,
         costs=_costs(allocated_gpus, gpu_count, prices, mix),
+        recommended_busy=busy_mix,
         busy=_costs(active_gpus, gpu_count, prices, busy_mix),
         saving_if_usage_drops=_cost(dropped, prices.today, prices) - _cost(dropped, mix, prices),
     )

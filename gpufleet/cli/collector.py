@@ -29,6 +29,7 @@ from collector.metrics.exporter import RatesExporter
 from collector.reports import LiveRates
 from collector.service import CollectorCore
 from collector.web import ConsoleSources, SeriesBuffer, console_routes
+from collector.web.plans_routes import plans_routes
 from gpufleet.cli.alerting import Alerting, build_alerting
 from gpufleet.cli.schedule import PeriodicJobs
 from gpufleet.settings import load_settings
@@ -156,6 +157,7 @@ def build_collector(
         clock,
         extra_routes=[
             *console_routes(console, settings, gate, clock),
+            *plans_routes(ledger, prices, settings, gate, clock),
             *(alerting.routes if alerting is not None else []),
         ],
         collectors=[
