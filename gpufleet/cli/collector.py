@@ -29,7 +29,7 @@ from collector.metrics.exporter import RatesExporter
 from collector.reports import LiveRates
 from collector.service import CollectorCore
 from collector.web import ConsoleSources, SeriesBuffer, console_routes
-from collector.web.plans_routes import plans_routes
+from collector.web.plans_routes import plans_exporter, plans_routes
 from gpufleet.cli.alerting import Alerting, build_alerting
 from gpufleet.cli.schedule import PeriodicJobs
 from gpufleet.settings import load_settings
@@ -162,6 +162,7 @@ def build_collector(
         ],
         collectors=[
             RatesExporter(live_rates, clock),
+            plans_exporter(ledger, prices, settings, clock),
             *([InfluxSinkMetrics(influx)] if influx is not None else []),
             *([alerting.exporter] if alerting is not None and alerting.exporter else []),
         ],
