@@ -61,7 +61,8 @@ def _pricing(
     if not prices.commitments:
         return None
     first = what_if(group.allocated_gpus, group.active_gpus, group.gpu_count, prices)
-    mix = _sticky(first, prices.commitments[0].name, group, ctx, standing)
+    cheapest = min(prices.commitments, key=lambda p: p.per_gpu_hour).name
+    mix = _sticky(first, cheapest, group, ctx, standing)
     plans = what_if(group.allocated_gpus, group.active_gpus, group.gpu_count, prices, mix)
     if mix == plans.today or plans.saving <= 0:
         return None

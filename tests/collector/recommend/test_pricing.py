@@ -139,3 +139,14 @@ def test_three_year_plans_are_recommended_only_within_the_term_cap() -> None:
     longer = dataclasses.replace(SETTINGS, pricing_max_term_months=36)
     [rec] = run(pool([8.0], 8), prices, settings=longer)
     assert "3-year plan" in rec.title and rec.savings.money_per_hour == pytest.approx(48)
+
+
+def test_hysteresis_is_judged_at_the_cheapest_plan() -> None:
+    """Monthly 7/h and 1-year 5/h (break-evens 0.7 and 0.5); today 2 of 4 on the 1-year
+    plan; both GPUs in use 0.45 of the hours (9 of 20 h at 2, else 0): below 0.5 but within
+    the margin, so the 2 stand: no advice (judged at the monthly plan's 0.7 they would go)."""
+    prices = book(plans={"monthly": 7.0, "1y": 5.0}, reserved_per_gpu_hour=5.0,
+                  current={"plan": "1y", "gpus": 2})  # fmt: skip
+    assert run(pool([2.0] * 9 + [0.0] * 11, 4), prices) == []
+    [rec] = run(pool([2.0] * 7 + [0.0] * 13, 4), prices)  # 0.35: below the margin
+    assert rec.title.startswith("Keep all 4 H100 on demand")
