@@ -29,6 +29,7 @@ from collector.metrics.exporter import RatesExporter
 from collector.reports import LiveRates
 from collector.service import CollectorCore
 from collector.web import ConsoleSources, SeriesBuffer, console_routes
+from collector.web.plans_routes import plans_exporter, plans_routes
 from gpufleet.cli.alerting import Alerting, build_alerting
 from gpufleet.cli.listen import check_free
 from gpufleet.cli.schedule import PeriodicJobs
@@ -157,10 +158,12 @@ def build_collector(
         clock,
         extra_routes=[
             *console_routes(console, settings, gate, clock),
+            *plans_routes(ledger, prices, settings, gate, clock),
             *(alerting.routes if alerting is not None else []),
         ],
         collectors=[
             RatesExporter(live_rates, clock),
+            plans_exporter(ledger, prices, settings, clock),
             *([InfluxSinkMetrics(influx)] if influx is not None else []),
             *([alerting.exporter] if alerting is not None and alerting.exporter else []),
         ],
