@@ -10,12 +10,12 @@ recommendations' cap, ``analysis.pricing_max_term_months``) are considered, as t
 
 Utilisation here is the active share of the fleet's known GPU time over the period; an
 open recommendation that frees GPUs (release, scale down, consolidate) would raise it to
-active / (known - the freed GPUs' hours of the period).
+what it was without those GPUs' own active and idle seconds.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import msgspec
 
@@ -23,7 +23,7 @@ from collector.analysis.cost import PriceBook
 from collector.analysis.plan_groups import PlanGroup, group_prices, plan_groups
 from collector.analysis.plans import ASSUMPTION, RISK_USAGE_DROP, Costs, what_if
 from collector.ledger.store import Ledger
-from collector.records import LIVE_STATUSES, Recommendation, RecommendationKind
+from collector.records import LIVE_STATUSES, Recommendation, RecommendationKind, Usage
 from collector.usage_report import PERIOD_RULE, LedgerPeriod
 
 #: the kinds whose GPUs would leave the fleet if acted on
@@ -162,20 +162,30 @@ def _sum(costs: Iterable[CostsOut]) -> CostsOut:
 def utilisation(
     ledger: Ledger, period: LedgerPeriod, target: float, open_recs: Sequence[Recommendation]
 ) -> UtilisationOut:
-    """The fleet's active share of known GPU time, and what freeing GPUs would make it."""
-    gpus = ledger.usage_by_group(period.start, period.end, "node")
-    active = sum(u.active_seconds for _, u in gpus)
-    known = sum(u.active_seconds + u.idle_seconds for _, u in gpus)
+    """The fleet's active share of known GPU time over ``period``, and what it would have
+    been without the GPUs each open recommendation frees (``utilisation_gap``)."""
+    usage = {record.uuid: u for record, u in ledger.usage_by_gpu(period.start, period.end)}
+    return utilisation_gap(usage, target, open_recs)
+
+
+def utilisation_gap(
+    usage: Mapping[str, Usage], target: float, open_recs: Sequence[Recommendation]
+) -> UtilisationOut:
+    """Utilisation = active / known (active + idle) GPU-seconds over every GPU in
+    ``usage``. A recommendation that frees GPUs (release, scale down, consolidate) would
+    take its GPUs' own known and active seconds out of both sums; ``after_all`` takes out
+    every such GPU once, however many recommendations name it."""
+    active = sum(u.active_seconds for u in usage.values())
+    known = sum(u.active_seconds + u.idle_seconds for u in usage.values())
     if known <= 0:
         return UtilisationOut(target=target, actual=None, gap=None, closing=[], after_all=None)
-    span = period.seconds
-    closing, freed = [], 0.0
+    closing, freed = [], set[str]()
     for rec in sorted(open_recs, key=lambda r: -len(r.gpu_uuids)):
         if rec.kind in FREEING and rec.gpu_uuids:
-            seconds = len(rec.gpu_uuids) * span
-            freed += seconds
-            after = _share(active, known - seconds)
-            closing.append(Closing(id=rec.id, title=rec.title, gpus=len(rec.gpu_uuids),
+            gpus = set(rec.gpu_uuids)
+            freed |= gpus
+            after = _without(usage, gpus, active, known)
+            closing.append(Closing(id=rec.id, title=rec.title, gpus=len(gpus),
                                    utilisation_after=after))  # fmt: skip
     actual = active / known
     return UtilisationOut(
@@ -183,10 +193,13 @@ def utilisation(
         actual=actual,
         gap=target - actual,
         closing=closing,
-        after_all=_share(active, known - freed) if closing else actual,
+        after_all=_without(usage, freed, active, known) if closing else actual,
     )
 
 
-def _share(active: float, known: float) -> float:
-    """Active over what is left, at most 1 (the freed GPUs' hours are an upper bound)."""
-    return min(1.0, active / known) if known > 0 else 1.0
+def _without(usage: Mapping[str, Usage], gpus: set[str], active: float, known: float) -> float:
+    """Utilisation with ``gpus`` taken out of the fleet (all of it gone: 1, nothing left idle)."""
+    gone = [usage[g] for g in gpus if g in usage]
+    left_active = active - sum(u.active_seconds for u in gone)
+    left_known = known - sum(u.active_seconds + u.idle_seconds for u in gone)
+    return left_active / left_known if left_known > 0 else 1.0
