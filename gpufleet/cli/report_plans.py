@@ -88,10 +88,16 @@ def _cost_cells(costs: CostsOut) -> dict[str, float]:
     }
 
 
+#: the least data a commitment is recommended on (analysis.pricing_lookback_seconds' floor)
+WEEK_HOURS = 7 * 24
+
+
 def table(report: PlansReport, iso: Any) -> Table:
+    hours = _data_hours(report)
     out = Table(
         title=f"plans, {iso(report.start)} to {iso(report.end)} "
-        f"({(report.end - report.start) / 3600:.0f} h, {report.currency})",
+        f"({(report.end - report.start) / 3600:.0f} h, {hours} h of them with data, "
+        f"{report.currency})",
         caption=_caption(report),
     )
     columns = ("pool", "GPUs", "today", "cheapest mix", "cost today", "cheapest",
@@ -118,8 +124,16 @@ def _money(cells: dict[str, Any]) -> list[str]:
     return [f"{cells[k]:,.2f}" for k in keys]
 
 
+def _data_hours(report: PlansReport) -> int:
+    """Hours of the period the ledger has data for (costs are over these, not the period)."""
+    return max((r.hours for r in report.rows), default=0)
+
+
 def _caption(report: PlansReport) -> str:
     lines = [f"assumption: {report.assumption}", report.rule]
+    if (hours := _data_hours(report)) < WEEK_HOURS:
+        lines.append(f"costs are over the {hours} h with data: too few to commit on; the "
+                     "pricing-plan recommendation waits for a week of data")  # fmt: skip
     util = report.utilisation
     if util.actual is None:
         lines.append(f"utilisation: no known GPU time (target {util.target:.0%})")
