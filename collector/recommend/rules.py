@@ -169,7 +169,8 @@ def _release(
         "price_per_hour": money,
     }
     title = (
-        f"Release {len(views)} idle {models} GPU(s) held by {ref.key}: "
+        f"Release {len(views)} idle {models} GPU{'' if len(views) == 1 else 's'} held by "
+        f"{ref.key}: "
         f"{money:.2f} {savings.currency}/h"
     )
     return make(
