@@ -1,8 +1,9 @@
 """One read of one physical GPU and its MIG instances, in SI units.
 
-Every method here runs on the GPU's own worker thread (see nvml_worker), so a wedged GPU
-only holds up its own thread. NotSupported and friends become None (see nvml_calls);
-GpuFailure propagates to the source, which marks the GPU unhealthy.
+Every method here runs on a worker thread, never on two at once for one GPU (see
+worker.py: a GPU that wedges is left with the stuck thread, the others read elsewhere).
+NotSupported and friends become None (see calls.py); GpuFailure propagates to the source,
+which marks the GPU unhealthy.
 """
 
 from __future__ import annotations

@@ -9,10 +9,9 @@ daemons, so a call that never returns does not keep the agent from exiting.
 
 ``GpuWorkers`` reads the GPUs one after another on one shared thread: one hand-off per
 read of the node instead of one per GPU (each costs ~12-20 us of CPU in thread wake-ups
-and GIL hand-over, as much as a GPU's whole read; bench/agent_peers.py). A GPU that misses
-its deadline there keeps the stuck thread as its own, the GPUs after it are read each on a
-thread of its own at once, and the shared reading goes on on a fresh thread; a GPU on its
-own thread rejoins the shared one once it answers in time again.
+and GIL hand-over, as much as a GPU's whole read; bench/agent_peers.py). A read that runs
+out of time there goes parallel, and a GPU that misses its deadline keeps the stuck thread
+as its own until it answers in time again (GpuWorkers' docstring).
 """
 
 from __future__ import annotations
@@ -140,8 +139,8 @@ class _Replies:
 class _Batch:
     """One read's jobs run one after another on the shared thread, and how far it got.
 
-    The caller gives up on the job under way once its deadline passes (``abandon``); the
-    thread then finishes that call (it cannot be interrupted) and starts no further job.
+    ``stop`` lets the job under way finish (a call cannot be interrupted) and starts no
+    further one.
     """
 
     def __init__(self, jobs: Mapping[Any, Callable[[], object]]) -> None:
@@ -150,12 +149,12 @@ class _Batch:
         self._answers: dict[Any, object] = {}
         #: the key of the job under way and when it started (monotonic seconds)
         self._current: tuple[Any, float] | None = None
-        self._abandoned = False
+        self._stopped = False
 
     def run(self) -> None:
         for key, job in self._jobs:
             with self._lock:
-                if self._abandoned:
+                if self._stopped:
                     return
                 self._current = (key, time.monotonic())
             try:
@@ -166,21 +165,11 @@ class _Batch:
                 self._answers[key] = answer
                 self._current = None
 
-    def deadline(self, timeout_seconds: float) -> float:
-        """When the job under way runs out of time (from now when none is under way)."""
+    def stop(self) -> tuple[dict[Any, object], tuple[Any, float] | None]:
+        """Start no further job: the answers so far, and the job under way (key, start)."""
         with self._lock:
-            started = self._current[1] if self._current else time.monotonic()
-        return started + timeout_seconds
-
-    def abandon(self, timeout_seconds: float) -> tuple[dict[Any, object], Any] | None:
-        """Give up if the job under way is past its deadline: (the answers so far, its
-        key); None while it still has time (or the batch moved on)."""
-        with self._lock:
-            current = self._current
-            if current is None or time.monotonic() < current[1] + timeout_seconds:
-                return None
-            self._abandoned = True
-            return dict(self._answers), current[0]
+            self._stopped = True
+            return dict(self._answers), self._current
 
     def answers(self) -> dict[Any, object]:
         with self._lock:
@@ -188,14 +177,22 @@ class _Batch:
 
 
 class GpuWorkers:
-    """Runs one job per GPU (keyed by GPU), each with ``timeout_seconds`` from its start;
-    see the module docstring for which thread runs which GPU."""
+    """Runs one job per GPU (keyed by GPU) with ``timeout_seconds`` each from its start.
+
+    The jobs run one after another on a shared thread. Once the whole read has taken
+    ``timeout_seconds`` (a slow driver, or a GPU that wedged), no further job starts
+    there: the job under way gets the rest of its own deadline, the jobs not yet started
+    run at once, each on a thread of its own. A read takes at most twice the timeout.
+    A job that misses its deadline keeps its thread, and its GPU is read on that thread
+    (never queued behind the stuck call) until it answers in time again.
+    """
 
     def __init__(self, name: str) -> None:
         self._name = name
         self._threads_started = 0
         self._shared = self._new_worker("shared")
-        #: GPUs that missed a deadline on the shared thread and have not answered since
+        #: GPUs read on a thread of their own: they missed a deadline and have not
+        #: answered in time since
         self._own: dict[Any, DeadlineWorker] = {}
 
     def run(
@@ -219,48 +216,58 @@ class GpuWorkers:
         self, jobs: Mapping[Any, Callable[[], object]], timeout_seconds: float
     ) -> dict[Any, object]:
         batch, replies = _Batch(jobs), queue.SimpleQueue[_Reply]()
-        if not self._shared.submit(batch.run, replies, None):  # not expected: a stuck
-            return self._finish_alone(self._start_alone(jobs, timeout_seconds))  # one is handed on
-        while True:
-            try:
-                remaining = max(0.0, batch.deadline(timeout_seconds) - time.monotonic())
-                _, ok, value = replies.get(timeout=remaining)
-            except queue.Empty:
-                given_up = batch.abandon(timeout_seconds)
-                if given_up is not None:
-                    return self._after_stuck(jobs, timeout_seconds, *given_up)
-                continue
-            if not ok:
-                raise value  # KeyboardInterrupt, SystemExit: not a GPU's failure
-            return batch.answers()
+        if not self._shared.submit(batch.run, replies, None):
+            # not expected (a stuck shared thread is handed to its GPU): read them apart
+            return self._finish_alone(self._start_alone(jobs, timeout_seconds))
+        try:
+            _, ok, value = replies.get(timeout=timeout_seconds)
+        except queue.Empty:
+            return self._split(batch, replies, jobs, timeout_seconds)
+        if not ok:
+            raise value  # KeyboardInterrupt, SystemExit: not a GPU's failure
+        return batch.answers()
 
-    def _after_stuck(
+    def _split(
         self,
+        batch: _Batch,
+        replies: queue.SimpleQueue[_Reply],
         jobs: Mapping[Any, Callable[[], object]],
         timeout_seconds: float,
-        answers: dict[Any, object],
-        stuck: Any,
     ) -> dict[Any, object]:
-        """The stuck GPU keeps the stuck thread; the GPUs not yet read are read now, each
-        on a thread of its own; later reads share a fresh thread."""
-        self._own[stuck], self._shared = self._shared, self._new_worker("shared")
-        answers[stuck] = CallTimeout(f"no answer within {timeout_seconds:g} s")
-        rest = {key: job for key, job in jobs.items() if key not in answers}
-        answers.update(self._finish_alone(self._start_alone(rest, timeout_seconds)))
+        """The read ran out of time on the shared thread: see the class docstring."""
+        answers, current = batch.stop()
+        under_way = current[0] if current else None
+        rest = {k: j for k, j in jobs.items() if k not in answers and k != under_way}
+        alone = self._start_alone(rest, timeout_seconds)
+        started = current[1] if current else time.monotonic()
+        try:  # the batch answers once the job under way (if any) returns
+            _, ok, value = replies.get(
+                timeout=max(0.0, started + timeout_seconds - time.monotonic())
+            )
+            if not ok:
+                raise value
+            answers = batch.answers()
+        except queue.Empty:
+            stuck, self._shared = self._shared, self._new_worker("shared")
+            if current is None:  # the thread never got to the batch: let it go
+                stuck.stop()
+            else:
+                answers[under_way] = CallTimeout(f"no answer within {timeout_seconds:g} s")
+                self._own[under_way] = stuck
+        answers.update(self._finish_alone(alone))
         return answers
 
     def _start_alone(
         self, jobs: Mapping[Any, Callable[[], object]], timeout_seconds: float
-    ) -> tuple[_Replies, list[Any]]:
+    ) -> _Replies:
         for key in jobs:
             if key not in self._own:
                 self._own[key] = self._new_worker(str(key))
-        return _Replies(self._own, jobs, timeout_seconds), list(jobs)
+        return _Replies(self._own, jobs, timeout_seconds)
 
-    def _finish_alone(self, started: tuple[_Replies, list[Any]]) -> dict[Any, object]:
+    def _finish_alone(self, replies: _Replies) -> dict[Any, object]:
         """The answers; a GPU that answered in time rejoins the shared thread."""
-        replies, keys = started
-        answers = replies.collect() if keys else {}
+        answers = replies.collect()
         for key, answer in answers.items():
             if not isinstance(answer, CallTimeout):
                 self._own.pop(key).stop()

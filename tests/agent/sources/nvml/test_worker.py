@@ -81,3 +81,28 @@ def test_a_stuck_gpu_keeps_its_thread_and_the_gpus_after_it_are_still_read() -> 
     workers.run(gpus.jobs(), TIMEOUT_SECONDS)  # answered in time: back on the shared thread
     workers.stop()
     assert len({gpus.threads[index] for index in range(4)}) == 1
+
+
+def test_a_slow_read_goes_parallel_once_it_has_taken_the_timeout() -> None:
+    """Six GPUs of 0.15 s each would take 0.9 s in a row; after 0.25 s (the timeout) the
+    ones not yet started run at once, so the read ends within twice the timeout, and
+    every GPU answers: none of them missed its own deadline."""
+    reads: Counter[int] = Counter()
+
+    def slow(index: int) -> Callable[[], int]:
+        def read() -> int:
+            reads[index] += 1
+            time.sleep(0.15)
+            return index
+
+        return read
+
+    workers, timeout_seconds = GpuWorkers("test"), 0.25
+    jobs = {index: slow(index) for index in range(6)}
+    started = time.monotonic()
+    answers = workers.run(jobs, timeout_seconds)
+    elapsed_seconds = time.monotonic() - started
+    workers.stop()
+    assert answers == {index: index for index in range(6)}
+    assert elapsed_seconds < 2 * timeout_seconds
+    assert reads == Counter(dict.fromkeys(range(6), 1))
