@@ -4,6 +4,11 @@ Run from the repository root (needs the ``bench`` extra: ``pip install -e '.[ben
 
     .venv/bin/python -m bench.agent_peers             # 3 interleaved rounds, 300 polls each
     .venv/bin/python -m bench.agent_peers --quick     # a few seconds, for the smoke test
+    .venv/bin/python -m bench.agent_peers --against /tmp/main   # + gpufleet from that tree
+
+``--against TREE`` adds gpufleet as checked out in TREE (a ``git worktree`` of another
+revision: its ``agent/`` and ``bench/``, run with TREE as working directory and
+PYTHONPATH) to the same interleaved rounds, so before and after are measured side by side.
 
 Every tool reads the 8x H100 fake-NVML scenario (tests/fakes) through the real
 nvidia-ml-py binding, in a fresh interpreter of its own (gpustat patches the binding when
@@ -24,6 +29,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from bench.agent_loop import SCENARIO, meter_fake_library
@@ -38,6 +44,8 @@ from bench.peer_tools import (
 )
 
 WARMUP_POLLS = 10
+#: the label of gpufleet as checked out in ``--against``'s tree
+AGAINST = "gpufleet --against"
 
 
 class PollClock:
@@ -108,21 +116,31 @@ def live_processes(count: int) -> Iterator[list[int]]:
             sleeper.wait()
 
 
-def run_child(tool_name: str, polls: int) -> dict[str, Any]:
+def run_child(tool_name: str, polls: int, tree: Path | None = None) -> dict[str, Any]:
+    """One tool in a fresh interpreter; ``tree``: run that checkout's code instead."""
+    import os
+
     args = python_module("bench.agent_peers", "--child", tool_name, "--polls", str(polls))
-    done = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    env = None if tree is None else dict(os.environ, PYTHONPATH=str(tree))
+    done = subprocess.run(args, capture_output=True, text=True, timeout=600, cwd=tree, env=env)
     if done.returncode != 0:
         raise RuntimeError(f"{tool_name} failed (exit {done.returncode}):\n{done.stderr}")
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
-def run_rounds(rounds: int, polls: int) -> list[list[dict[str, Any]]]:
+def run_rounds(rounds: int, polls: int, against: Path | None) -> list[list[dict[str, Any]]]:
     """``rounds`` rounds of every tool, the order rotated each round."""
+    labels = [*TOOLS, AGAINST] if against else list(TOOLS)
     results = []
     for number in range(rounds):
-        order = TOOLS[number % len(TOOLS) :] + TOOLS[: number % len(TOOLS)]
-        by_tool = {name: run_child(name, polls) for name in order}
-        results.append([by_tool[name] for name in TOOLS])
+        order = labels[number % len(labels) :] + labels[: number % len(labels)]
+        by_label = {}
+        for label in order:
+            if label == AGAINST:
+                by_label[label] = {**run_child("gpufleet", polls, against), "tool": label}
+            else:
+                by_label[label] = run_child(label, polls)
+        results.append([by_label[label] for label in labels])
     return results
 
 
@@ -145,11 +163,11 @@ def report(results: list[list[dict[str, Any]]]) -> None:
     print_table([row(r, str(n + 1)) for n, tools in enumerate(results) for r in tools])
     print("\nMedian of the rounds, excluding the fake library's share")
     own = {
-        name: statistics.median(
+        result["tool"]: statistics.median(
             tools[index]["ms_per_gpu_poll"] - tools[index]["fake_ms_per_gpu_poll"]
             for tools in results
         )
-        for index, name in enumerate(TOOLS)
+        for index, result in enumerate(results[0])
     }
     medians = [
         {
@@ -166,6 +184,8 @@ def report(results: list[list[dict[str, Any]]]) -> None:
 def report_fields(results: list[dict[str, Any]]) -> None:
     print("\nFields answered (x) per tool, last round")
     answered = {r["tool"]: set(r["fields"]) for r in results}
+    if AGAINST in answered:
+        print(f"{AGAINST}: fields the checked-out gpufleet reads: {len(answered[AGAINST])}")
     print_table(
         [
             {"field": field, **{tool: "x" if field in answered[tool] else "" for tool in TOOLS}}
@@ -183,6 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds")
     parser.add_argument("--polls", type=int, default=300, help="measured polls per tool and round")
     parser.add_argument("--quick", action="store_true", help="tiny sizes (the smoke test)")
+    parser.add_argument("--against", type=Path, help="also gpufleet as checked out in this tree")
     parser.add_argument("--child", choices=TOOLS, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -193,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         f"Agent read path vs peers: {GPUS}x H100 ({SCENARIO}), {polls} polls per tool "
         f"and round at a simulated 1 Hz, after {WARMUP_POLLS} warm-up polls"
     )
-    report(run_rounds(rounds, polls))
+    report(run_rounds(rounds, polls, args.against))
     return 0
 
 

@@ -1,12 +1,14 @@
 """One read of one physical GPU and its MIG instances, in SI units.
 
-Every method here runs on the GPU's own worker thread (see nvml_worker), so a wedged GPU
-only holds up its own thread. NotSupported and friends become None (see nvml_calls);
-GpuFailure propagates to the source, which marks the GPU unhealthy.
+Every method here runs on a worker thread, never on two at once for one GPU (see
+worker.py: a GPU that wedges is left with the stuck thread, the others read elsewhere).
+NotSupported and friends become None (see calls.py); GpuFailure propagates to the source,
+which marks the GPU unhealthy.
 """
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import threading
 from collections.abc import Callable
@@ -22,7 +24,7 @@ from agent.sources.nvml.events import XidEvents
 from agent.sources.nvml.fields import FieldReader
 from agent.sources.nvml.gpm import GpmReadings, GpmSampler
 from agent.sources.nvml.processes import ProcessReader
-from agent.sources.nvml.structs import engine_utilisation_query, temperature_v_query
+from agent.sources.nvml.structs import engine_utilisation_query, out_query, temperature_v_query
 
 _MHZ = 1_000_000
 
@@ -77,11 +79,12 @@ class GpuReader:
             temperature_v_query(handle, sensor),
             partial(pynvml.nvmlDeviceGetTemperature, handle, sensor),  # drivers before R565
         )
-        self._sm_clock = partial(pynvml.nvmlDeviceGetClockInfo, handle, pynvml.NVML_CLOCK_SM)
-        self._memory_clock = partial(pynvml.nvmlDeviceGetClockInfo, handle, pynvml.NVML_CLOCK_MEM)
+        clock, reasons = "nvmlDeviceGetClockInfo", "nvmlDeviceGetCurrentClocks{}Reasons"
+        self._sm_clock = out_query(clock, handle, ctypes.c_uint(pynvml.NVML_CLOCK_SM))
+        self._memory_clock = out_query(clock, handle, ctypes.c_uint(pynvml.NVML_CLOCK_MEM))
         self._throttle = (
-            partial(pynvml.nvmlDeviceGetCurrentClocksEventReasons, handle),
-            partial(pynvml.nvmlDeviceGetCurrentClocksThrottleReasons, handle),  # before R535
+            out_query(reasons.format("Event"), handle, out=ctypes.c_ulonglong),
+            out_query(reasons.format("Throttle"), handle, out=ctypes.c_ulonglong),  # < R535
         )
 
     def read(self, now: float) -> list[GpuSample]:

@@ -13,6 +13,10 @@ import pynvml
 
 from agent.model import ProcessSample
 from agent.sources.nvml.calls import DeviceCalls
+from agent.sources.nvml.structs import process_utilisation_query, processes_query
+
+#: usedGpuMemory of a process whose memory the driver cannot say (WDDM)
+_MEMORY_NOT_AVAILABLE = pynvml.NVML_VALUE_NOT_AVAILABLE_ulonglong.value
 
 
 class ProcessReader:
@@ -28,26 +32,26 @@ class ProcessReader:
         self._with_sm_share = with_sm_share
         #: NVML's CPU timestamp (µs) of the newest utilisation sample seen so far
         self._last_seen_microseconds = 0
+        self._list = (
+            processes_query(handle, "nvmlDeviceGetComputeRunningProcesses_v3"),
+            processes_query(handle, "nvmlDeviceGetComputeRunningProcesses_v2"),  # < 510.39
+        )
+        self._utilisation = process_utilisation_query(handle)
 
     def read(self) -> tuple[ProcessSample, ...]:
         """One ProcessSample per compute process; () when the GPU cannot list them."""
-        handle = self._handle
-        processes = self._calls.get(
-            "processes",
-            lambda: pynvml.nvmlDeviceGetComputeRunningProcesses(handle),  # _v3
-            lambda: pynvml.nvmlDeviceGetComputeRunningProcesses_v2(handle),  # drivers < 510.39
-        )
+        processes = self._calls.get("processes", *self._list)
         if not processes:
             return ()
         shares = self._sm_shares() if self._with_sm_share else {}
         return tuple(
             ProcessSample(
-                pid=int(process.pid),
-                # None: the driver cannot say (WDDM); the binding maps N/A to None
+                pid=process.pid,
+                # None: the driver cannot say (WDDM)
                 used_memory_bytes=None
-                if process.usedGpuMemory is None
-                else int(process.usedGpuMemory),
-                sm_share=shares.get(int(process.pid)),
+                if process.usedGpuMemory == _MEMORY_NOT_AVAILABLE
+                else process.usedGpuMemory,
+                sm_share=shares.get(process.pid),
             )
             for process in processes
         )
@@ -65,9 +69,7 @@ class ProcessReader:
 
     def _utilisation_samples(self) -> list[Any]:
         try:
-            samples: list[Any] = pynvml.nvmlDeviceGetProcessUtilization(
-                self._handle, self._last_seen_microseconds
-            )
+            samples = self._utilisation(self._last_seen_microseconds)
         except pynvml.NVMLError_NotFound:
             return []  # no sample newer than the last one: nothing ran since
         return samples

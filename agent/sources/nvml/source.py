@@ -3,9 +3,10 @@
 Only agent/nvml*.py import ``pynvml`` (the module of the ``nvidia-ml-py`` distribution).
 
 - NVML is initialised once and its handles cached until a re-initialisation.
-- Each physical GPU is read on its own worker thread; a read that misses the deadline
-  (``source.nvml_call_timeout_seconds``) gives that GPU an unhealthy sample with
-  ``error="timeout"`` and the agent moves on; the stuck call is abandoned.
+- The physical GPUs are read one after another on a worker thread (see worker.py); a
+  GPU whose read misses its deadline (``source.nvml_call_timeout_seconds``) gets an
+  unhealthy sample with ``error="timeout"`` and the agent moves on: the stuck call is
+  abandoned and the other GPUs are read on other threads.
 - A GPU that NVML reports lost (or an Unknown/ResetRequired error) gets unhealthy
   samples; the others keep reporting. NVML is then shut down and initialised again, with
   exponential backoff, and every handle is looked up afresh.
@@ -29,7 +30,7 @@ from agent.sources.interface import SourceError
 from agent.sources.nvml.calls import FATAL_CODES, FieldLog, GpuFailure
 from agent.sources.nvml.device import GpuReader, Timing
 from agent.sources.nvml.discovery import SystemInfo, discover_gpu, read_system
-from agent.sources.nvml.worker import CallTimeout, DeadlineWorker, fan_out
+from agent.sources.nvml.worker import CallTimeout, DeadlineWorker, GpuWorkers
 from agent.stats import AgentStats
 
 log = logging.getLogger("agent.sources.nvml.source")
@@ -84,7 +85,7 @@ class NvmlSource:
         self._field_log = FieldLog(self._stats)
         self._monotonic = monotonic
         self._system = DeadlineWorker("nvml-system")
-        self._workers: dict[int, DeadlineWorker] = {}
+        self._workers = GpuWorkers("nvml-gpu")
         self._gpus: dict[str, _GpuState] = {}
         self._started = False
         self._backoff_seconds = REINIT_INITIAL_BACKOFF_SECONDS
@@ -118,8 +119,8 @@ class NvmlSource:
             if self._started:
                 self._end_session()
                 self._started = False
-            for worker in [self._system, *self._workers.values()]:
-                worker.stop()
+            self._system.stop()
+            self._workers.stop()
 
     # -- reading ----------------------------------------------------------------------
 
@@ -132,7 +133,7 @@ class NvmlSource:
             for state in self._states()
             if state.lost is None and state.reader is not None
         }
-        results = fan_out(self._workers, jobs, self._timeout_seconds)
+        results = self._workers.run(jobs, self._timeout_seconds)
         samples: list[GpuSample] = []
         for state in self._states():
             result = results.get(state.index)
@@ -184,14 +185,12 @@ class NvmlSource:
         self._discover_all(system)
 
     def _discover_all(self, system: SystemInfo) -> None:
-        for index in range(system.gpu_count):
-            self._workers.setdefault(index, DeadlineWorker(f"nvml-gpu{index}"))
         jobs = {
             index: functools.partial(self._new_reader, index, system)
             for index in range(system.gpu_count)
         }
         found: set[str] = set()
-        for index, result in fan_out(self._workers, jobs, self._timeout_seconds).items():
+        for index, result in self._workers.run(jobs, self._timeout_seconds).items():
             if isinstance(result, GpuReader):
                 uuid = result.infos[0].uuid
                 found.add(uuid)
@@ -246,7 +245,7 @@ class NvmlSource:
     def _end_session(self) -> None:
         """Release per-GPU resources and shut NVML down; old handles die here."""
         readers = {s.index: s.reader for s in self._gpus.values() if s.reader is not None}
-        fan_out(self._workers, {i: r.close for i, r in readers.items()}, self._timeout_seconds)
+        self._workers.run({i: r.close for i, r in readers.items()}, self._timeout_seconds)
         for state in self._gpus.values():
             state.reader = None
         try:

@@ -66,6 +66,11 @@ def get_field_values(handle: Any, request: Any) -> Any:
 
 
 MemoryV2: Any = plain_twin(pynvml.c_nvmlMemory_v2_t)
+#: one compute process (nvmlProcessInfo_v2_t; the binding's v3 is the same struct)
+ProcessInfo: Any = plain_twin(pynvml.c_nvmlProcessInfo_v2_t)
+ProcessUtilisationSample: Any = plain_twin(pynvml.c_nvmlProcessUtilizationSample_t)
+#: room for this many elements in a listing's first array (grown when NVML asks for more)
+LISTING_INITIAL_LENGTH = 16
 TemperatureV1: Any = plain_twin(pynvml.c_nvmlTemperature_v1_t)
 EventData: Any = plain_twin(pynvml.c_nvmlEventData_t)
 
@@ -100,6 +105,75 @@ def temperature_v_query(handle: Any, sensor: int) -> Callable[[], int]:
         return int(request.temperature)
 
     return query
+
+
+def out_query(
+    symbol: str, handle: Any, *inputs: Any, out: Any = ctypes.c_uint
+) -> Callable[[], int]:
+    """``symbol(handle, *inputs, &out)`` into one reused ``out``: its value (the binding's
+    one-number wrappers, e.g. nvmlDeviceGetClockInfo, minus a fresh ``out`` per call)."""
+    value = out()
+    arguments = (handle, *inputs, ctypes.byref(value))
+
+    def query() -> int:
+        _call(symbol, *arguments)
+        return int(value.value)
+
+    return query
+
+
+def processes_query(handle: Any, symbol: str) -> Callable[[], list[Any]]:
+    """nvmlDeviceGetComputeRunningProcesses_v3/_v2 into a reused ProcessInfo array.
+
+    One call where the binding makes two (size, then fill) and builds a friendly object per
+    process. The elements are views of the array: read them before the next query.
+    ``usedGpuMemory`` is NVML_VALUE_NOT_AVAILABLE where the driver cannot say (WDDM).
+    """
+    return _listing(lambda array, count: _code(symbol, handle, count, array), ProcessInfo)
+
+
+def process_utilisation_query(handle: Any) -> Callable[[int], list[Any]]:
+    """nvmlDeviceGetProcessUtilization(handle, samples, count, last_seen_microseconds) into
+    a reused ProcessUtilisationSample array; NVMLError_NotFound when no sample is newer."""
+    last_seen = ctypes.c_ulonglong()
+
+    def call(array: Any, count: Any) -> int:
+        return _code("nvmlDeviceGetProcessUtilization", handle, array, count, last_seen)
+
+    listing = _listing(call, ProcessUtilisationSample)
+
+    def query(last_seen_microseconds: int) -> list[Any]:
+        last_seen.value = last_seen_microseconds
+        return listing()
+
+    return query
+
+
+def _listing(call: Callable[[Any, Any], int], element: Any) -> Callable[[], list[Any]]:
+    """NVML's "count in, count out, fill the array" protocol on one array kept between
+    calls; a longer one replaces it when NVML answers INSUFFICIENT_SIZE."""
+    arrays = [(element * LISTING_INITIAL_LENGTH)()]
+    count = ctypes.c_uint()
+    count_reference = ctypes.byref(count)
+
+    def query() -> list[Any]:
+        while True:
+            array = arrays[0]
+            count.value = len(array)
+            code = call(array, count_reference)
+            if code != pynvml.NVML_ERROR_INSUFFICIENT_SIZE or count.value <= len(array):
+                break
+            arrays[0] = (element * (count.value * 2 + 5))()  # room for newcomers
+        pynvml._nvmlCheckReturn(code)
+        elements: list[Any] = array[: count.value]
+        return elements
+
+    return query
+
+
+def _code(name: str, *args: Any) -> int:
+    """The return code of the binding's symbol ``name`` on ``args``."""
+    return int(pynvml._nvmlGetFunctionPointer(name)(*args))
 
 
 def engine_utilisation_query(handle: Any, symbol: str) -> Callable[[], int]:

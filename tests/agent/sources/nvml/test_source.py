@@ -18,7 +18,7 @@ from agent.model import GpuSample
 from agent.sources.nvml.source import NvmlSource
 from agent.stats import AgentStats
 from tests.fakes.nvml_lib import FakeClock, FakeNvml, install_fake_nvml, load_scenario
-from tests.fakes.nvml_scenario import GpmSpec, MigSpec, with_gpu
+from tests.fakes.nvml_scenario import GpmSpec, MigSpec, ProcessSpec, with_gpu
 
 NOW = 1_750_000_000.0
 H100_0 = "GPU-0d1e8a5a-1f0e-4b7c-9d2a-000000000000"
@@ -248,3 +248,14 @@ def test_hopper_mig_instance_activity_comes_from_gpm_through_the_parent() -> Non
     assert not mig.activity_coarse and mig.power_watts is None
     assert len(fake.gpm_sample_times[(0, 1)]) == 2  # nvmlGpmMigSampleGet(parent, GI 1)
     assert samples[H100_0].sm_activity == pytest.approx(0.875, rel=1e-9)
+
+
+def test_memory_the_driver_cannot_say_is_none_not_a_huge_number() -> None:
+    not_available = pynvml.NVML_VALUE_NOT_AVAILABLE_ulonglong.value  # WDDM's answer
+    processes = (ProcessSpec(pid=41, used_memory_bytes=not_available, sm_util_percent=30),)
+    scenario = with_gpu(load_scenario("h100_sxm_8x_gpm"), 0, processes=processes)
+    with install_fake_nvml(scenario, FakeClock()):
+        source = NvmlSource(SourceSettings())
+        [process] = source.read(NOW)[0].processes
+        source.close()
+    assert (process.pid, process.used_memory_bytes) == (41, None)

@@ -9,14 +9,18 @@ import pytest
 
 from agent.sources.nvml.fields import FIELD_IDS
 from agent.sources.nvml.structs import (
+    LISTING_INITIAL_LENGTH,
     FieldValue,
     GpmMetricsGet,
     engine_utilisation_query,
     get_field_values,
+    out_query,
     plain_twin,
+    process_utilisation_query,
+    processes_query,
 )
 from tests.fakes.nvml_lib import FakeClock, install_fake_nvml, load_scenario
-from tests.fakes.nvml_scenario import with_gpu
+from tests.fakes.nvml_scenario import ProcessSpec, with_gpu
 
 
 def _offsets(struct: type) -> list[tuple[str, int, int]]:
@@ -83,4 +87,53 @@ def test_a_prepared_engine_query_answers_the_binding_wrappers_percent(symbol: st
         for _ in range(2):
             assert query() == getattr(pynvml, symbol)(handle)[0]
         assert query() in (37, 88)
+        pynvml.nvmlShutdown()
+
+
+def _many_processes(count: int) -> tuple[ProcessSpec, ...]:
+    return tuple(
+        ProcessSpec(pid=5000 + n, used_memory_bytes=(n + 1) << 20, sm_util_percent=n % 100)
+        for n in range(count)
+    )
+
+
+@pytest.mark.parametrize("count", [0, 3, LISTING_INITIAL_LENGTH + 25])
+def test_a_prepared_listing_answers_what_the_binding_wrappers_answer(count: int) -> None:
+    """One call per listing once the array is long enough, the same processes and
+    utilisation samples as the binding's two-call wrappers (the fake fills either)."""
+    processes = _many_processes(count)
+    scenario = with_gpu(load_scenario("h100_sxm_8x_gpm"), 0, processes=processes)
+    clock = FakeClock()
+    with install_fake_nvml(scenario, clock) as fake:
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+        listing = processes_query(handle, "nvmlDeviceGetComputeRunningProcesses_v3")
+        utilisation = process_utilisation_query(handle)
+        for _ in range(2):
+            clock.advance(1.0)
+            ours = [(p.pid, p.usedGpuMemory) for p in listing()]
+            theirs = pynvml.nvmlDeviceGetComputeRunningProcesses(handle)
+            assert ours == [(p.pid, p.usedGpuMemory) for p in theirs]
+            if count:
+                samples = [(s.pid, s.timeStamp, s.smUtil) for s in utilisation(0)]
+                wrapper = pynvml.nvmlDeviceGetProcessUtilization(handle, 0)
+                assert samples == [(s.pid, s.timeStamp, s.smUtil) for s in wrapper]
+        calls_before = fake.calls["nvmlDeviceGetComputeRunningProcesses_v3"]
+        listing()
+        assert fake.calls["nvmlDeviceGetComputeRunningProcesses_v3"] == calls_before + 1
+        pynvml.nvmlShutdown()
+    assert ours == [(p.pid, p.used_memory_bytes) for p in processes]
+
+
+def test_prepared_one_number_queries_answer_the_binding_wrappers_numbers() -> None:
+    with install_fake_nvml(load_scenario("h100_sxm_8x_gpm"), FakeClock()):
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(2)
+        for clock_type in (pynvml.NVML_CLOCK_SM, pynvml.NVML_CLOCK_MEM):
+            query = out_query("nvmlDeviceGetClockInfo", handle, ctypes.c_uint(clock_type))
+            assert query() == pynvml.nvmlDeviceGetClockInfo(handle, clock_type) > 0
+        reasons = out_query(
+            "nvmlDeviceGetCurrentClocksEventReasons", handle, out=ctypes.c_ulonglong
+        )
+        assert reasons() == pynvml.nvmlDeviceGetCurrentClocksEventReasons(handle)
         pynvml.nvmlShutdown()
