@@ -43,6 +43,9 @@ log = logging.getLogger("gpufleet.collector")
 #: touches, not the samples: bench/collector_throughput.py)
 CHECK_EVERY_SECONDS = 5.0
 PRUNE_EVERY_SECONDS = 6 * 3600.0
+#: how young a cached read view (/v1/fleet, the console's) is served though the fleet
+#: changed since: a fleet at 1 Hz changes with every batch (collector/http/views.py)
+VIEW_REFRESH_SECONDS = 1.0
 
 
 def add_parser(commands: Any) -> None:
@@ -149,13 +152,14 @@ def build_collector(
     console = ConsoleSources(core.service, ledger, prices, rates.currency, series)
     alerting = build_alerting(settings, ledger, clock, gate)
     live_rates = LiveRates(core.fleet.views, rates, core.fleet.node_labels)
+    refresh = VIEW_REFRESH_SECONDS
     app = create_app(
         core.service,
         settings,
         gate,
         clock,
         extra_routes=[
-            *console_routes(console, settings, gate, clock),
+            *console_routes(console, settings, gate, clock, refresh),
             *(alerting.routes if alerting is not None else []),
         ],
         collectors=[
@@ -163,6 +167,7 @@ def build_collector(
             *([InfluxSinkMetrics(influx)] if influx is not None else []),
             *([alerting.exporter] if alerting is not None and alerting.exporter else []),
         ],
+        view_refresh_seconds=refresh,
     )
     if influx is not None:
         influx.start()
