@@ -121,6 +121,8 @@ class FakeBackend:
     rejections: Counter[tuple[str, int]] = field(default_factory=Counter)
     workload_calls: list[tuple[float, float]] = field(default_factory=list)
     status_calls: list[tuple[RecommendationStatus, ...]] = field(default_factory=list)
+    #: how often ``fleet`` was read
+    fleet_calls: int = 0
     #: bumped by ingest and dismiss, as the real one's counters move (read views' cache)
     version: ReadVersion = field(default_factory=lambda: ReadVersion(0, 0))
     _acked: set[tuple[str, str, int]] = field(default_factory=set)
@@ -166,6 +168,7 @@ class FakeBackend:
 
     def fleet(self, now: float) -> list[GpuView]:
         with self._lock:
+            self.fleet_calls += 1
             nodes = {batch.node for batch, _, _ in self.ingested}
         ingested = [view_of(uuid, node) for node in sorted(nodes) for uuid in self._uuids(node)]
         return [*self.views, *ingested]
