@@ -16,12 +16,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
 from collector.backend import CollectorBackend
-from collector.fleet.summary import summarise_by_node
 from collector.http.pages import gpu_key, paginate
 from collector.http.query import (
     GPU_FILTERS,
@@ -35,6 +33,12 @@ from collector.http.reads import GPU_CURSOR, FleetSnapshot, FleetSnapshots
 from collector.http.responses import ENCODER, error_response
 from collector.http.views import ViewCache, cached_response
 from collector.ledger.records import GpuRecord
+from collector.read_answers import (
+    GpuUsage,
+    GpuUsagePageResponse,
+    GpuUsageResponse,
+    summarise_by_node,
+)
 from collector.records import GpuView, Usage
 from collector.usage_report import ledger_period
 
@@ -45,36 +49,6 @@ class GpuUsageSource(Protocol):
 
 class PriceSource(Protocol):
     def price_per_gpu_hour(self, model: str, node: str = "", plan: str = "on_demand") -> float: ...
-
-
-class GpuUsage(msgspec.Struct, frozen=True, kw_only=True):
-    uuid: str
-    node: str
-    index: int
-    model: str
-    #: on-demand price of one GPU-hour in ``currency``; what an idle hour of it wastes
-    price_per_hour: float
-    usage: Usage
-
-
-class GpuUsageResponse(msgspec.Struct, frozen=True, kw_only=True):
-    start: float
-    end: float
-    currency: str
-    gpus: list[GpuUsage]
-
-
-class GpuUsagePageResponse(msgspec.Struct, frozen=True, kw_only=True):
-    """``/v1/gpus/usage`` with a filter, ``limit`` or ``cursor``."""
-
-    start: float
-    end: float
-    currency: str
-    gpus: list[GpuUsage]
-    #: GPUs matching the filter, on every page
-    total: int
-    #: pass as ``cursor`` for the next page; None on the last
-    next_cursor: str | None
 
 
 class FleetApi:

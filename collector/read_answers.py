@@ -1,5 +1,7 @@
-"""The fleet by node, without a per-GPU list: what ``GET /v1/fleet/summary`` answers and
-the console's fleet page draws first. Pure: views and a price function in, figures out."""
+"""What the console's read routes answer (collector/web/fleet_api.py): the fleet by node,
+without a per-GPU list (``GET /v1/fleet/summary``, what the fleet page draws first), and
+GPUs with their price and usage (``GET /v1/gpus/usage``). Pure: plain data in, figures
+out; the OpenAPI document is generated from these types."""
 
 from __future__ import annotations
 
@@ -7,8 +9,10 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import msgspec
+
 from collector.backend import FleetSummary, summarise_fleet
-from collector.records import DuplicateGpu, GpuState, GpuView
+from collector.records import DuplicateGpu, GpuState, GpuView, Usage
 
 #: states in which a GPU wastes its price: held idle, or held by nobody
 WASTING = frozenset({GpuState.ALLOCATED_IDLE, GpuState.UNALLOCATED})
@@ -78,3 +82,33 @@ def natural_key(name: str) -> tuple[str | int, ...]:
     """``gpu-node-10`` -> ("gpu-node-", 10, ""): digits compare as numbers."""
     parts = re.split(r"(\d+)", name)
     return tuple(int(p) if i % 2 else p for i, p in enumerate(parts))
+
+
+class GpuUsage(msgspec.Struct, frozen=True, kw_only=True):
+    uuid: str
+    node: str
+    index: int
+    model: str
+    #: on-demand price of one GPU-hour in ``currency``; what an idle hour of it wastes
+    price_per_hour: float
+    usage: Usage
+
+
+class GpuUsageResponse(msgspec.Struct, frozen=True, kw_only=True):
+    start: float
+    end: float
+    currency: str
+    gpus: list[GpuUsage]
+
+
+class GpuUsagePageResponse(msgspec.Struct, frozen=True, kw_only=True):
+    """``/v1/gpus/usage`` with a filter, ``limit`` or ``cursor``."""
+
+    start: float
+    end: float
+    currency: str
+    gpus: list[GpuUsage]
+    #: GPUs matching the filter, on every page
+    total: int
+    #: pass as ``cursor`` for the next page; None on the last
+    next_cursor: str | None
