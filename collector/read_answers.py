@@ -112,3 +112,5 @@ class GpuUsagePageResponse(msgspec.Struct, frozen=True, kw_only=True):
     total: int
     #: pass as ``cursor`` for the next page; None on the last
     next_cursor: str | None
+    #: summed over every matching GPU, on every page (``limit=1`` asks for the sum alone)
+    usage: Usage

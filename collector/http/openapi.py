@@ -123,6 +123,7 @@ def _gpu_filters() -> tuple[tuple[str, str, str], ...]:
         ("namespace", "Namespaces of a workload holding the GPU", "ml"),
         ("team", "Teams of a workload holding the GPU", "vision"),
         ("model", "GPU models", "H100"),
+        ("workload", "Keys of a workload holding the GPU", "pod:ml/notebook-7"),
     )
 
 

@@ -39,6 +39,8 @@ class GpuFilter:
     namespaces: frozenset[str] = frozenset()
     teams: frozenset[str] = frozenset()
     models: frozenset[str] = frozenset()
+    #: workload keys holding the GPU ("pod:ml/notebook-7")
+    workloads: frozenset[str] = frozenset()
 
     def matches(self, view: GpuView) -> bool:
         return (
@@ -47,6 +49,7 @@ class GpuFilter:
             and (not self.models or view.model in self.models)
             and (not self.namespaces or any(w.namespace in self.namespaces for w in view.workloads))
             and (not self.teams or any(w.team in self.teams for w in view.workloads))
+            and (not self.workloads or any(w.key in self.workloads for w in view.workloads))
         )
 
 

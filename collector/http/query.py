@@ -25,7 +25,7 @@ DAY_SECONDS = 24 * 3600.0
 #: the most items one page may hold
 MAX_LIMIT = 1000
 #: the parameters that make /v1/fleet and /v1/gpus/usage answer a filtered page
-GPU_FILTERS = ("state", "node", "namespace", "team", "model")
+GPU_FILTERS = ("state", "node", "namespace", "team", "model", "workload")
 PAGING = ("limit", "cursor")
 #: the parameters that make /v1/recommendations answer a filtered page
 RECOMMENDATION_FILTERS = ("kind", "namespace", "team", "node")
@@ -86,7 +86,8 @@ def parse_statuses(text: str | None) -> tuple[RecommendationStatus, ...]:
 
 
 def parse_gpu_filter(params: Any) -> GpuFilter:
-    """``state``, ``node``, ``namespace``, ``team``, ``model``: each a comma-separated list."""
+    """``state``, ``node``, ``namespace``, ``team``, ``model``, ``workload`` (keys): each a
+    comma-separated list."""
     states = _values(params, "state")
     known = {s.value for s in GpuState}
     for state in states - known:
@@ -97,6 +98,7 @@ def parse_gpu_filter(params: Any) -> GpuFilter:
         namespaces=_values(params, "namespace"),
         teams=_values(params, "team"),
         models=_values(params, "model"),
+        workloads=_values(params, "workload"),
     )
 
 

@@ -3,12 +3,13 @@ price book and the ledger beyond the CollectorBackend; encoded once per change w
 ETag (collector/http/views.py).
 
 - ``/v1/fleet/summary``: the fleet's summary and one line per node (GPUs by state, waste
-  per hour, models, health), nodes by waste; no per-GPU list (collector/fleet/summary.py).
+  per hour, models, health), nodes by waste; no per-GPU list (collector/read_answers.py).
 - ``/v1/gpus/usage?start=&end=``: every GPU in the fleet now with its hourly price and its
   usage (idle seconds, idle cost, energy, carbon) summed over the hourly rollups of the
   hours [start, end) touches (``usage_report.ledger_period``, the rule of /v1/workloads);
-  with ``state``, ``node``, ``namespace``, ``team``, ``model``, ``limit`` or ``cursor``
-  the matching page, with ``total`` and ``next_cursor`` (the order of /v1/fleet).
+  with ``state``, ``node``, ``namespace``, ``team``, ``model``, ``workload``, ``limit``
+  or ``cursor`` the matching page, with ``total``, ``next_cursor`` (the order of
+  /v1/fleet) and ``usage`` summed over every matching GPU (the console's totals).
 """
 
 from __future__ import annotations
@@ -110,12 +111,17 @@ class FleetApi:
                 gpus = [self._gpu(v, used) for v in views]
                 whole = GpuUsageResponse(start=start, end=end, currency=self.currency, gpus=gpus)
                 return ENCODER.encode(whole)
-            found = paginate([v for v in views if chosen.matches(v)], gpu_key, "gpus/usage", page)
+            matching = [v for v in views if chosen.matches(v)]
+            found = paginate(matching, gpu_key, "gpus/usage", page)
+            summed = Usage()
+            for view in matching:
+                if (row := used.get(view.uuid)) is not None:
+                    summed.add(row)
             return ENCODER.encode(
                 GpuUsagePageResponse(
                     start=start, end=end, currency=self.currency,
                     gpus=[self._gpu(v, used) for v in found.items],
-                    total=found.total, next_cursor=found.next_cursor,
+                    total=found.total, next_cursor=found.next_cursor, usage=summed,
                 )
             )  # fmt: skip
 

@@ -78,5 +78,21 @@ def test_gpu_usage_pages_by_node_with_an_etag(collector: Collector) -> None:
     assert (bad.status_code, bad.json()["field"]) == (422, "cursor")
 
 
+def test_a_gpu_usage_page_sums_the_usage_of_every_matching_gpu(collector: Collector) -> None:
+    client = AsgiClient(collector.app)
+    for node in ("gpu-node-2", "gpu-node-10"):  # 10 s more idle on each of their 4 GPUs
+        batch = make_batch(node=node, seq=2, at=NOW + 110, sm_activity=0.0, dram_activity=0.0)
+        assert client.post("/v1/batches", content=encode_batch(batch), headers=JSON).is_success
+    collector.core.applier.tick(flush=True)
+    query = {"state": "allocated_idle", "limit": 1, "start": NOW, "end": NOW + 3600}
+    body = client.get("/v1/gpus/usage", params=query, headers=AUTH).json()
+    assert (len(body["gpus"]), body["total"]) == (1, 4)
+    price = collector.core.service.rates.price_per_gpu_hour("H100", "gpu-node-2")
+    assert body["usage"]["idle_seconds"] == pytest.approx(4 * 10.0)
+    assert body["usage"]["idle_cost"] == pytest.approx(4 * 10.0 * price / 3600)
+    on_one = client.get("/v1/gpus/usage", params={**query, "node": "gpu-node-1"}, headers=AUTH)
+    assert on_one.json()["usage"]["idle_seconds"] == 0.0  # active node: nothing matches
+
+
 def test_the_summary_needs_the_token(collector: Collector) -> None:
     assert AsgiClient(collector.app).get("/v1/fleet/summary").status_code == 401
