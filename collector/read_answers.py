@@ -17,6 +17,7 @@ from collector.records import DuplicateGpu, GpuState, GpuView, Usage
 #: states in which a GPU wastes its price: held idle, or held by nobody
 WASTING = frozenset({GpuState.ALLOCATED_IDLE, GpuState.UNALLOCATED})
 
+_STATES = tuple(state.value for state in GpuState)
 #: price of one GPU-hour of ``view`` (its share of its model's price), in ``currency``
 PriceOf = Callable[[GpuView], float]
 
@@ -67,10 +68,10 @@ def summarise_by_node(
 
 
 def _node(node: str, gpus: Sequence[GpuView], price_of: PriceOf) -> NodeSummary:
-    by_state = {state.value: 0 for state in GpuState}
+    by_state: dict[str, int] = dict.fromkeys(_STATES, 0)
     waste = 0.0
     for gpu in gpus:
-        by_state[gpu.state.value] += 1
+        by_state[gpu.state] += 1  # a StrEnum: its own value as a key
         if gpu.state in WASTING:
             waste += price_of(gpu)
     models = tuple(sorted({g.model for g in gpus}))

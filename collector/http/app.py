@@ -73,15 +73,15 @@ def create_app(
     clock: Callable[[], float] = time.time,
     extra_routes: Sequence[BaseRoute] = (),
     collectors: Sequence[Collector] = (),
-    view_refresh_seconds: float = 0.0,
+    views: ViewCache | None = None,
 ) -> Starlette:
     """The ASGI app. ``tokens``: the process's Gate (which the console and Alertmanager
     routes share), or tokens from collector.http.tokens.load_tokens (plain strings: bare
     tokens, of every scope); ``clock`` gives Unix seconds (tests pass a fixed one);
     ``extra_routes`` add pages (the web UI); ``collectors`` add their families to
-    ``/metrics`` (the InfluxDB sink, the notifier); ``view_refresh_seconds``: how young a
-    cached read view is served though the fleet changed since (collector/http/views.py;
-    0: rebuilt after every change)."""
+    ``/metrics`` (the InfluxDB sink, the notifier); ``views``: the cache of encoded read views
+    (collector/http/views.py), shared with the console's routes so the live fleet is read
+    once per change for both; None: a cache of its own that rebuilds after every change."""
     gate = Gate.of(tokens, settings.server)
     registry = CollectorRegistry(auto_describe=True)
     registry.register(FleetExporter(backend, clock))
@@ -91,7 +91,7 @@ def create_app(
     api = _Api(backend, settings, gate, clock)
     registry.register(api.admission)
     guard = gate.guard
-    reads = ReadRoutes(backend, clock, ViewCache(clock, refresh_seconds=view_refresh_seconds))
+    reads = ReadRoutes(backend, clock, views or ViewCache(clock))
     metrics = _metrics_endpoint(registry)
     if settings.server.metrics_require_token:
         metrics = guard(Scope.METRICS, metrics)

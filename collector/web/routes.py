@@ -68,13 +68,13 @@ def console_routes(
     settings: CollectorSettings,
     tokens: Gate | Collection[str | Token],
     clock: Callable[[], float] = time.time,
-    view_refresh_seconds: float = 0.0,
+    views: ViewCache | None = None,
 ) -> list[BaseRoute]:
     """Routes to pass to ``create_app(..., extra_routes=...)``; ``tokens``, ``clock`` and
-    ``view_refresh_seconds`` as there."""
+    ``views`` as there."""
     guard = Gate.of(tokens, settings.server).guard
     api = _ConsoleApi(sources, clock)
-    cache = ViewCache(clock, refresh_seconds=view_refresh_seconds)
+    cache = views or ViewCache(clock)
     reads = FleetApi(sources.backend, sources.usage, sources.prices, sources.currency, clock, cache)
     shell = _read("console.html").replace(
         "__ANONYMOUS__", "true" if settings.server.allow_anonymous else "false"

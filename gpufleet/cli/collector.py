@@ -23,6 +23,7 @@ from collector.analysis.cost import PriceBook
 from collector.config import CollectorSettings
 from collector.http.app import create_app
 from collector.http.auth import Gate, Token, load_tokens
+from collector.http.views import ViewCache
 from collector.influx.hooks import InfluxObserver, InfluxSinkMetrics, build_influx_sink
 from collector.ledger.store import Ledger
 from collector.metrics.exporter import RatesExporter
@@ -152,14 +153,14 @@ def build_collector(
     console = ConsoleSources(core.service, ledger, prices, rates.currency, series)
     alerting = build_alerting(settings, ledger, clock, gate)
     live_rates = LiveRates(core.fleet.views, rates, core.fleet.node_labels)
-    refresh = VIEW_REFRESH_SECONDS
+    views = ViewCache(clock, refresh_seconds=VIEW_REFRESH_SECONDS)  # the API's and console's
     app = create_app(
         core.service,
         settings,
         gate,
         clock,
         extra_routes=[
-            *console_routes(console, settings, gate, clock, refresh),
+            *console_routes(console, settings, gate, clock, views),
             *(alerting.routes if alerting is not None else []),
         ],
         collectors=[
@@ -167,7 +168,7 @@ def build_collector(
             *([InfluxSinkMetrics(influx)] if influx is not None else []),
             *([alerting.exporter] if alerting is not None and alerting.exporter else []),
         ],
-        view_refresh_seconds=refresh,
+        views=views,
     )
     if influx is not None:
         influx.start()
