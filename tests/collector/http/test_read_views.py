@@ -3,7 +3,9 @@ filtered and paged on the server; against the in-memory FakeBackend."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -13,6 +15,7 @@ from hypothesis import strategies as st
 from collector.config import CollectorSettings
 from collector.http.app import create_app
 from collector.http.pages import GpuFilter, PageRequest, decode_cursor, gpu_key, paginate
+from collector.http.views import ViewCache
 from collector.records import GpuState, GpuView, RecommendationKind, WorkloadRef
 from tests.collector.http.test_app_fake import (
     NOW,
@@ -211,3 +214,23 @@ def test_following_cursors_lists_every_matching_gpu_once_in_order(
             break
         request = PageRequest(limit, decode_cursor(page.next_cursor, "fleet", (str, int, str)))
     assert listed == expected
+
+
+def test_requests_that_miss_one_key_at_once_wait_for_one_build() -> None:
+    cache = ViewCache(lambda: NOW)
+    started, release, made = threading.Event(), threading.Event(), []
+
+    def make() -> bytes:
+        made.append(1)
+        started.set()
+        release.wait(5)
+        return b"{}"
+
+    with ThreadPoolExecutor(4) as pool:
+        first = pool.submit(cache.build, "fleet", 1, make)
+        assert started.wait(5)
+        waiting = [pool.submit(cache.build, "fleet", 1, make) for _ in range(3)]
+        release.set()
+        entries = [first.result(5), *(w.result(5) for w in waiting)]
+    assert len(made) == 1 and {e.tag for e in entries} == {entries[0].tag}
+    assert cache.build("fleet", 2, make).tag != entries[0].tag  # a new source: built again
