@@ -159,6 +159,12 @@ class AnalysisSettings:
     right_size_min_seconds: float = 24 * 3600.0
     #: pricing-plan advice looks back this far
     pricing_lookback_seconds: float = 30 * 24 * 3600.0
+    #: pricing-plan advice recommends commitments up to this term (a 3-year plan on a
+    #: 30-day window is a bet; it is still shown in `gpufleet report --plans`)
+    pricing_max_term_months: int = 12
+    #: the fleet's utilisation target (0..1): reports show the gap to it and how much of
+    #: it each open recommendation closes
+    utilisation_target: float = 0.7
 
     def __post_init__(self) -> None:
         if not 0 <= self.idle_threshold < 1:
@@ -169,6 +175,20 @@ class AnalysisSettings:
             raise ConfigError(
                 f"analysis.min_episode_seconds: must be a finite number >= 0, "
                 f"got {self.min_episode_seconds}"
+            )
+        if self.pricing_lookback_seconds < 7 * 24 * 3600.0:
+            raise ConfigError(
+                f"analysis.pricing_lookback_seconds: must be at least 7 days (604800), "
+                f"got {self.pricing_lookback_seconds}"
+            )
+        if self.pricing_max_term_months < 1:
+            raise ConfigError(
+                "analysis.pricing_max_term_months: must be >= 1, "
+                f"got {self.pricing_max_term_months}"
+            )
+        if not 0 < self.utilisation_target <= 1:
+            raise ConfigError(
+                f"analysis.utilisation_target: must be in (0, 1], got {self.utilisation_target}"
             )
         if self.idle_window_seconds <= 0:
             raise ConfigError(

@@ -279,3 +279,15 @@ class ModelUsage:
     observed_seconds: float  # GPU-seconds with known data
     allocated_seconds: float  # GPU-seconds held by a workload
     active_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class ModelHour:
+    """A GPU model's use on one node in one hour (physical GPUs), for the reserved
+    baseline: allocated / 3600 is the mean number of GPUs allocated in that hour."""
+
+    model: str
+    node: str
+    hour_start: float
+    allocated_seconds: float  # GPU-seconds active or held by a workload
+    active_seconds: float

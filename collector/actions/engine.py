@@ -20,6 +20,7 @@ from collector.actions.executors import Executor, ExecutorError, Inspection, Tar
 from collector.actions.log import ActionLog, LogEntry
 from collector.actions.policy import Candidate, Decision, deadline_of, decide, exempt_by_settings
 from collector.actions.settings import ActionSettings, PolicySettings
+from collector.notify.changes import gpu_name
 from collector.notify.messages import Event, Facts
 from collector.records import (
     LIVE_STATUSES,
@@ -209,11 +210,14 @@ def action_event(step: Step, outcome: str, reason: str, seen: Inspection, now: f
     facts = Facts(
         title=rec.title,
         rec_kind=rec.kind.value,
+        rec_id=rec.id,
         workload=ref.key,
         namespace=ref.namespace,
         user=ref.user,
+        team=ref.team,
         nodes=sorted({v.node for v in step.views}),
         gpus=[v.uuid for v in step.views],
+        gpu_names=[gpu_name(v) for v in step.views],
         gpu_models=", ".join(sorted({v.model for v in step.views})),
         idle_seconds=now - decision.episode_start if decision.episode_start else None,
         money_per_hour=s.money_per_hour,
@@ -222,6 +226,8 @@ def action_event(step: Step, outcome: str, reason: str, seen: Inspection, now: f
         energy_kwh_per_month=s.energy_kwh_per_month,
         carbon_kg_per_month=s.carbon_kg_per_month,
         action=seen.action,
+        # before the release: how to do it now by hand; after it, nothing to type
+        command=seen.command if outcome in ("warned", "notify_only", "dry_run") else "",
         deadline=deadline,
         opt_out=seen.opt_out if outcome == "warned" else "",
         reason=reason,

@@ -51,6 +51,8 @@ class Inspection:
     exempt: bool
     action: str  # what release would do, e.g. "scale Deployment ml/web to 0"
     opt_out: str = ""  # a command that exempts the target, when there is one
+    #: the command a person would type to do the same release (notify/commands.py)
+    command: str = ""
 
 
 class Executor(Protocol):
@@ -78,7 +80,8 @@ class SlurmExecutor:
 
     def inspect(self, target: Target) -> Inspection:
         signal = f" --signal={self.settings.signal}" if self.settings.signal else ""
-        return Inspection(True, False, f"scancel{signal} {target.name}")
+        command = f"scancel{signal} {target.name}"
+        return Inspection(True, False, command, command=command)
 
     def release(self, target: Target, reason: str) -> str:
         if not target.name.replace("_", "").isdigit():

@@ -23,6 +23,7 @@ from kubernetes.client.exceptions import ApiException
 
 from collector.actions.executors import ExecutorError, Inspection, Target
 from collector.actions.settings import KubernetesSettings
+from collector.notify.commands import exempt_command, release_command
 
 TRUE = ("true", "yes", "1")
 
@@ -74,8 +75,9 @@ class KubernetesExecutor:
             if owner
             else f"delete pod {target.namespace}/{target.name}"
         )
-        opt_out = f"kubectl label pod -n {target.namespace} {target.name} {self.exempt_key}=true"
-        return Inspection(True, exempt, action, opt_out)
+        opt_out = exempt_command(target.workload_key, self.exempt_key)
+        command = release_command(target.workload_key, *((owner.kind, owner.name) if owner else ()))
+        return Inspection(True, exempt, action, opt_out, command)
 
     def release(self, target: Target, reason: str) -> str:
         seen = self.inspect(target)

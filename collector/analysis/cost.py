@@ -1,7 +1,9 @@
 """Prices per GPU-hour from a price book (YAML), and NVML names mapped to its model keys.
 
 A price book has one currency, a price per canonical GPU model for two plans
-(``on_demand`` and ``reserved``: the 1-year commitment as an hourly equivalent),
+(``on_demand`` and ``reserved``: the 1-year commitment as an hourly equivalent) and
+optionally more (``plans:`` monthly, 1y, 3y, spot; collector/analysis/price_plans.py),
+what the fleet buys today (``current_plan``, or ``current: {plan: 1y, gpus: 8}``),
 optional per-node overrides and a list of sources. ``PriceBook.example()`` is the
 shipped example (``collector/data/pricebook.yaml``). A model without a price costs 0.0
 and ``has_price`` says so, so callers can flag it instead of crashing.
@@ -12,16 +14,29 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from collector.analysis.price_plans import (
+    CURRENT_PLANS,
+    ON_DEMAND,
+    ONE_YEAR,
+    PLAN_NAMES,
+    RESERVED,
+    PlanPrice,
+    parse_current,
+    parse_plans,
+    plan_name,
+    price_value,
+)
 from gpufleet.settings import ConfigError
 
 EXAMPLE_PRICE_BOOK = Path(__file__).parents[1] / "data" / "pricebook.yaml"
-PLANS = ("on_demand", "reserved")
+#: every plan name a price can be asked for (``reserved`` is the 1-year plan)
+PLANS = (RESERVED, *PLAN_NAMES)
 
 #: longest names first where one is a prefix of another (L40S before L40 before L4)
 _MODEL_PATTERN = re.compile(
@@ -49,13 +64,36 @@ def canonical_model(nvml_name: str) -> str:
 @dataclass(frozen=True)
 class ModelPrice:
     on_demand_per_gpu_hour: float
+    #: the 1-year commitment's hourly equivalent (the ``1y`` plan)
     reserved_per_gpu_hour: float
     #: the plan the fleet pays now, which pricing-plan advice compares against
-    current_plan: str = "on_demand"
+    current_plan: str = ON_DEMAND
     source: str = ""
+    #: plans listed beyond the two prices (monthly, 3y, spot; a 1y entry's term and upfront)
+    plans: tuple[PlanPrice, ...] = ()
+    #: how many of a group's GPUs are on ``current_plan`` (None: all; the rest on demand)
+    current_gpus: int | None = None
 
     def per_gpu_hour(self, plan: str) -> float:
-        return self.reserved_per_gpu_hour if plan == "reserved" else self.on_demand_per_gpu_hour
+        """The hourly price of ``plan``; ValueError naming it when this entry lacks it."""
+        option = self.plan(plan)
+        if option is None:
+            offered = ", ".join(p.name for p in self.options())
+            raise ValueError(f"no {plan!r} plan in this price entry (it has {offered})")
+        return option.per_gpu_hour
+
+    def plan(self, name: str) -> PlanPrice | None:
+        wanted = plan_name(name)
+        return next((p for p in self.options() if p.name == wanted), None)
+
+    def options(self) -> tuple[PlanPrice, ...]:
+        """Every plan this entry offers, on demand first; the 1-year plan's price is
+        ``reserved_per_gpu_hour`` (term and upfront share from ``plans`` where listed)."""
+        listed = {p.name: p for p in self.plans}
+        one_year = listed.get(ONE_YEAR, PlanPrice(ONE_YEAR, 0.0, 12))
+        listed[ONE_YEAR] = replace(one_year, per_gpu_hour=self.reserved_per_gpu_hour)
+        ordered = sorted(listed.values(), key=lambda p: PLAN_NAMES.index(p.name))
+        return (PlanPrice(ON_DEMAND, self.on_demand_per_gpu_hour), *ordered)
 
 
 @dataclass(frozen=True)
@@ -119,7 +157,12 @@ class PriceBook:
         if plan not in PLANS:
             raise ValueError(f"unknown pricing plan {plan!r}; expected one of {PLANS}")
         price = self.model_price(model, node)
-        return price.per_gpu_hour(plan) if price is not None else 0.0
+        if price is None:
+            return 0.0
+        option = price.plan(plan)
+        if option is None:
+            raise ValueError(f"{model}: no {plan!r} plan in the price book")
+        return option.per_gpu_hour
 
     def break_even_utilisation(self, model: str, node: str = "") -> float:
         """reserved / on-demand: the allocated fraction of hours above which the reserved
@@ -130,7 +173,8 @@ class PriceBook:
         return price.reserved_per_gpu_hour / price.on_demand_per_gpu_hour
 
 
-_PRICE_KEYS = {"on_demand_per_gpu_hour", "reserved_per_gpu_hour", "current_plan", "source"}
+_PRICE_KEYS = {"on_demand_per_gpu_hour", "reserved_per_gpu_hour", "current_plan", "source",
+               "plans", "current"}  # fmt: skip
 
 
 def _parse_models(
@@ -154,17 +198,40 @@ def _parse_price(raw: Any, where: str, base: ModelPrice | None) -> ModelPrice:
         raise ConfigError(f"{where}: expected a mapping, got {raw!r}")
     _reject_unknown(raw, _PRICE_KEYS, where)
     values: dict[str, Any] = {} if base is None else dict(base.__dict__)
-    values.update(raw)
-    for key in ("on_demand_per_gpu_hour", "reserved_per_gpu_hour"):
-        value = values.get(key)
-        if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
-            raise ConfigError(f"{where}.{key}: expected a price >= 0, got {value!r}")
-        values[key] = float(value)
-    if values.get("current_plan", "on_demand") not in PLANS:
-        raise ConfigError(
-            f"{where}.current_plan: expected one of {PLANS}, got {values['current_plan']!r}"
+    values.update({k: v for k, v in raw.items() if k not in ("plans", "current")})
+    if "plans" in raw:
+        values["plans"] = parse_plans(raw["plans"], f"{where}.plans")
+        _one_year_price(raw, values, where)
+    if "current" in raw:
+        if "current_plan" in raw:
+            raise ConfigError(f"{where}: give current or current_plan, not both")
+        values["current_plan"], values["current_gpus"] = parse_current(
+            raw["current"], f"{where}.current"
         )
-    return ModelPrice(**values)
+    for key in ("on_demand_per_gpu_hour", "reserved_per_gpu_hour"):
+        values[key] = price_value(values.get(key), f"{where}.{key}")
+    current = values.get("current_plan", ON_DEMAND)
+    if current not in CURRENT_PLANS:
+        raise ConfigError(f"{where}.current_plan: expected one of {CURRENT_PLANS}, got {current!r}")
+    values["current_plan"] = plan_name(current)
+    price = ModelPrice(**values)
+    if price.plan(price.current_plan) is None:
+        raise ConfigError(f"{where}.current_plan: {current!r} is not a plan this entry lists")
+    return price
+
+
+def _one_year_price(raw: dict[Any, Any], values: dict[str, Any], where: str) -> None:
+    """A listed 1y plan is ``reserved_per_gpu_hour``: it sets it, or must agree with it."""
+    one_year = next((p for p in values["plans"] if p.name == ONE_YEAR), None)
+    if one_year is None:
+        return
+    given = raw.get("reserved_per_gpu_hour")
+    if given is not None and given != one_year.per_gpu_hour:
+        raise ConfigError(
+            f"{where}.plans.1y.per_gpu_hour: {one_year.per_gpu_hour!r} differs from "
+            f"reserved_per_gpu_hour {given!r} (the same 1-year plan)"
+        )
+    values["reserved_per_gpu_hour"] = one_year.per_gpu_hour
 
 
 def _reject_unknown(raw: dict[Any, Any], allowed: set[str], where: str) -> None:

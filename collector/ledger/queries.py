@@ -16,6 +16,7 @@ from collector.ledger.schema import USAGE_COLUMNS
 from collector.records import (
     DAY_SECONDS,
     IdleEpisode,
+    ModelHour,
     ModelUsage,
     Usage,
     WorkloadProfile,
@@ -216,6 +217,20 @@ def model_usage(conn: sqlite3.Connection, start: float, end: float) -> list[Mode
         (start, end),
     )
     return [ModelUsage(*r) for r in rows]
+
+
+def model_hours(conn: sqlite3.Connection, start: float, end: float) -> list[ModelHour]:
+    """Per GPU model, node and hour over ``[start, end)``, physical GPUs only, as
+    ``model_usage`` counts them: the allocation curve of the reserved baseline."""
+    rows = conn.execute(
+        "SELECT g.model, g.node, h.hour_start, "
+        "SUM(h.active_seconds + h.allocated_idle_seconds), SUM(h.active_seconds) "
+        "FROM gpu_usage_hourly h JOIN gpus g ON g.uuid = h.gpu_uuid "
+        "WHERE h.hour_start >= ? AND h.hour_start < ? AND g.mig_parent_uuid IS NULL "
+        "GROUP BY g.model, g.node, h.hour_start ORDER BY g.model, g.node, h.hour_start",
+        (start, end),
+    )
+    return [ModelHour(*r) for r in rows]
 
 
 def workload_last_seen(conn: sqlite3.Connection) -> dict[str, float]:

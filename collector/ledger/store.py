@@ -44,6 +44,7 @@ from collector.ledger.writes import (
 )
 from collector.records import (
     IdleEpisode,
+    ModelHour,
     ModelUsage,
     Recommendation,
     RecommendationStatus,
@@ -320,6 +321,10 @@ class Ledger:
 
     def model_usage(self, start: float, end: float) -> list[ModelUsage]:
         return self._read(lambda c: queries.model_usage(c, start, end))
+
+    def model_hours(self, start: float, end: float) -> list[ModelHour]:
+        """Per model, node and hour: the reserved baseline's allocation curves."""
+        return self._read(lambda c: queries.model_hours(c, start, end))
 
     def workload_last_seen(self) -> dict[str, float]:
         """Workload key -> when it last held a GPU (event time; survives restarts)."""

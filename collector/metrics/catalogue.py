@@ -405,6 +405,32 @@ LOOP_LAG = MetricSpec(
 )
 ADMISSION: tuple[MetricSpec, ...] = (INFLIGHT_BYTES, QUEUED_BATCHES, LOOP_LAG)
 
+# what-if costs of plans over the pricing look-back (collector/metrics/plans.py)
+PLAN_COST = MetricSpec(
+    "gpufleet_plan_cost_per_month",
+    "gauge",
+    "",
+    ("currency", "pool", "scenario"),
+    "Cost per month of a pool's GPUs (a model and the price entry its nodes pay) over the "
+    "pricing look-back, by scenario: today (the mix bought now), recommended (the cheapest "
+    "reserved baseline plus on demand), all_on_demand, all_reserved.",
+)
+PLAN_RESERVED_GPUS = MetricSpec(
+    "gpufleet_plan_reserved_gpus",
+    "gauge",
+    "",
+    ("pool", "plan", "scenario"),
+    "GPUs of a pool on a commitment plan: today (bought now) and recommended.",
+)
+UTILISATION_TARGET = MetricSpec(
+    "gpufleet_fleet_utilisation_target_ratio",
+    "gauge",
+    "ratio",
+    (),
+    "The fleet utilisation target (analysis.utilisation_target, 0..1).",
+)
+PLANS: tuple[MetricSpec, ...] = (PLAN_COST, PLAN_RESERVED_GPUS, UTILISATION_TARGET)
+
 CATALOGUE: tuple[MetricSpec, ...] = (
     FLEET_GPUS,
     FLEET_UTILISATION,
@@ -441,4 +467,5 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     *INFLUX,
     *AUTH,
     *ADMISSION,
+    *PLANS,
 )

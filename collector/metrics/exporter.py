@@ -82,6 +82,7 @@ class FleetExporter:
             *cat.INFLUX,
             *cat.AUTH,
             *cat.ADMISSION,
+            *cat.PLANS,
         }  # described by their own collectors
         return [family(spec) for spec in cat.CATALOGUE if spec not in others]
 

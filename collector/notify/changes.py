@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from collector.notify.commands import exempt_command, release_command
 from collector.notify.messages import Event, Facts
 from collector.notify.settings import NotificationSettings
 from collector.records import (
     LIVE_STATUSES,
+    GpuView,
     Recommendation,
     RecommendationKind,
     RecommendationStatus,
@@ -37,11 +39,33 @@ class Notified:
 
 
 @dataclass(frozen=True)
+class ReleasePlan:
+    """The auto-release policy that applies to a workload, as collector/actions/ decides it
+    (the CLI builds these from actions.policy; notify does not import actions)."""
+
+    policy: str  # enforce | notify
+    dry_run: bool
+    #: the earliest deadline: the idle episode's start plus the policy's delay
+    not_before: float
+    #: the pod label that exempts a workload (actions.exempt_key)
+    exempt_key: str = ""
+
+
+@dataclass(frozen=True)
 class FleetIndex:
-    """Who holds what, from the fleet view: for team/user and GPU models in messages."""
+    """Who holds what, from the fleet view: for team/user, GPU names and models in messages."""
 
     workloads: Mapping[str, WorkloadRef]
     models: Mapping[str, str]  # gpu uuid -> model
+    #: gpu uuid -> "gpu-node-00 #6"
+    gpu_names: Mapping[str, str] = field(default_factory=dict)
+    #: workload key -> the auto-release plan for it, where a policy applies
+    plans: Mapping[str, ReleasePlan] = field(default_factory=dict)
+
+
+def gpu_name(view: GpuView) -> str:
+    """A GPU as people name it: its node and index, "gpu-node-00 #6"."""
+    return f"{view.node} #{view.index}"
 
 
 def fingerprint(rec: Recommendation) -> str:
@@ -133,15 +157,25 @@ def facts_of(rec: Recommendation, index: FleetIndex, now: float) -> Facts:
     ref = index.workloads.get(rec.workload_key)
     models = sorted({index.models[u] for u in rec.gpu_uuids if u in index.models})
     s = rec.savings
+    release = rec.kind is RecommendationKind.RELEASE_IDLE
+    plan = index.plans.get(rec.workload_key) if release else None
     return Facts(
         title=rec.title,
         rec_kind=rec.kind.value,
+        rec_id=rec.id,
         workload=rec.workload_key,
         namespace=rec.namespace,
         user=ref.user if ref else "",
+        team=ref.team if ref else "",
         nodes=[str(n) for n in nodes] if isinstance(nodes, list) else [rec.node] * bool(rec.node),
         gpus=list(rec.gpu_uuids),
+        gpu_names=_names(rec.gpu_uuids, index),
         gpu_models=", ".join(models),
+        command=release_command(rec.workload_key) if release else "",
+        policy=plan.policy if plan else "",
+        dry_run=plan.dry_run if plan else False,
+        release_not_before=plan.not_before if plan else None,
+        opt_out=exempt_command(rec.workload_key, plan.exempt_key) if plan else "",
         idle_seconds=now - idle_since if isinstance(idle_since, int | float) else None,
         money_per_hour=s.money_per_hour,
         money_per_month=s.money_per_month,
@@ -153,3 +187,9 @@ def facts_of(rec: Recommendation, index: FleetIndex, now: float) -> Facts:
         energy_kwh_per_month=s.energy_kwh_per_month,
         carbon_kg_per_month=s.carbon_kg_per_month,
     )
+
+
+def _names(uuids: Sequence[str], index: FleetIndex) -> list[str]:
+    """The GPUs' names when all are known; else none (a count is shown instead)."""
+    names = [index.gpu_names.get(u, "") for u in uuids]
+    return names if all(names) else []

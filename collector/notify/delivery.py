@@ -26,7 +26,8 @@ import httpx
 
 from collector.notify import dingtalk, discord, feishu, slack, teams, webhook, wecom
 from collector.notify.changes import FleetIndex, changes
-from collector.notify.messages import Event, Links, Text, render
+from collector.notify.directory import Directory, unique
+from collector.notify.messages import Event, Links, Mention, Text, render
 from collector.notify.outbox import Outbox, Pending
 from collector.notify.routing import route
 from collector.notify.settings import Channel, NotificationSettings
@@ -86,6 +87,7 @@ class Notifier:
         self.links = links
         self.transport = transport
         self.clock = clock
+        self.directory = Directory(settings.users, settings.teams)
         self.stats = NotifyStats()
         self._paused_until: dict[str, float] = {}
 
@@ -94,16 +96,15 @@ class Notifier:
     def observe(self, recs: Sequence[Recommendation], index: FleetIndex, now: float) -> int:
         """Store a message per channel route for every recommendation state change."""
         found = changes(recs, self.outbox.told(), self.settings, index, now)
-        names = [c.name for c in self.channels]
-        items = [
-            (event, told, route(event, self.settings.routes, names) if event else [])
-            for event, told in found
-        ]
+        items = [(event, told, self._route(event) if event else []) for event, told in found]
         return self.outbox.record(items, now) if items else 0
 
     def announce(self, event: Event, now: float) -> int:
+        return self.outbox.enqueue(event, self._route(event), now)
+
+    def _route(self, event: Event) -> list[str]:
         names = [c.name for c in self.channels]
-        return self.outbox.enqueue(event, route(event, self.settings.routes, names), now)
+        return route(event, self.settings.routes, names, self.directory.team_channels)
 
     # -- sending --------------------------------------------------------------------------
 
@@ -137,7 +138,18 @@ class Notifier:
         return sent
 
     def _text(self, channel: Channel, group: Sequence[Pending]) -> Text:
-        return render([p.event for p in group], channel.language, self.links, channel.mentions)
+        """The group's message for ``channel``, mentioning the channel's own people and
+        each event's owner in the service's syntax."""
+        events = [p.event for p in group]
+        fixed = [
+            Mention(m, m, channel.kind == "dingtalk" and m.isdigit()) for m in channel.mentions
+        ]
+        owners = [
+            m
+            for e in events
+            for m in self.directory.mentions(e.facts.user, e.facts.team, channel.kind)
+        ]
+        return render(events, channel.language, self.links, unique([*fixed, *owners]))
 
     def _send(
         self, channel: Channel, service: Service, group: Sequence[Pending], now: float

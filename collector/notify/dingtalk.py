@@ -48,14 +48,15 @@ def signed_url(url: str, secret: str, now: float) -> str:
 
 def payload(text: Text, channel: Channel) -> dict[str, Any]:
     content = as_markdown(text, bold="**", newline="\n\n")
-    mobiles = [m for m in text.mentions if m.isdigit()]
-    user_ids = [m for m in text.mentions if not m.isdigit() and m != "all"]
+    mobiles = [m.id for m in text.mentions if m.by_mobile]
+    user_ids = [m.id for m in text.mentions if not m.by_mobile and m.id != "all"]
     if mobiles or user_ids:
         content += "\n\n" + " ".join(f"@{m}" for m in (*mobiles, *user_ids))
+    at_all = any(m.id == "all" for m in text.mentions)
     return {
         "msgtype": "markdown",
         "markdown": {"title": text.title, "text": content},
-        "at": {"atMobiles": mobiles, "atUserIds": user_ids, "isAtAll": "all" in text.mentions},
+        "at": {"atMobiles": mobiles, "atUserIds": user_ids, "isAtAll": at_all},
     }
 
 

@@ -38,9 +38,9 @@ def embed(text: Text) -> dict[str, Any]:
 
 def build(text: Text, channel: Channel, now: float) -> Request:
     payload = {
-        "content": " ".join(f"<@{m}>" for m in text.mentions),
+        "content": " ".join(f"<@{m.id}>" for m in text.mentions),
         "embeds": [embed(text)],
-        "allowed_mentions": {"parse": [], "users": list(text.mentions)},
+        "allowed_mentions": {"parse": [], "users": [m.id for m in text.mentions]},
     }
     return Request(channel.url, json_body(payload), dict(JSON_HEADERS))
 

@@ -41,7 +41,7 @@ def sign(timestamp_seconds: int, secret: str) -> str:
 def card(text: Text) -> dict[str, Any]:
     content = as_markdown(text, with_title=False)
     if text.mentions:
-        content += "\n" + " ".join(f"<at id={m}></at>" for m in text.mentions)
+        content += "\n" + " ".join(f"<at id={m.id}></at>" for m in text.mentions)
     elements: list[dict[str, Any]] = [{"tag": "markdown", "content": content}]
     for label, url in text.links:
         elements.append(

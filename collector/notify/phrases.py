@@ -6,7 +6,7 @@ The Chinese is written the way Feishu/DingTalk/WeCom users write operations noti
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,26 @@ class Phrases:
     reasons: dict[str, str]
     open_collector: str
     open_grafana: str
-    extra: dict[str, str] = field(default_factory=dict)
+    #: "1 idle H100", "2 idle H100s": (one, many), formatted with n and models
+    idle_gpus: tuple[str, str]
+    #: how a workload is named, by kind of key (pod, slurm, process, manual)
+    workload_kinds: dict[str, str]
+    #: the auto-release policy that applies: enforce, enforce dry-run, notify
+    policies: dict[str, str]
+    gpus_on: str  # "gpu-node-00 #6, #7 (2 x H100)"
+    owner_team: str  # "alice, team vision"
+    team_only: str  # "team vision"
+    scale_down_words: str
+
+    def count_idle(self, n: int, models: str) -> str:
+        # several models: "2 idle GPUs", not "2 idle A100, H100s"
+        model = models if models and "," not in models else "GPU"
+        return self.idle_gpus[0 if n == 1 else 1].format(n=n, models=model)
+
+    def owner(self, user: str, team: str) -> str:
+        if user and team:
+            return self.owner_team.format(user=user, team=team)
+        return user or (self.team_only.format(team=team) if team else "")
 
     def duration(self, seconds: float) -> str:
         minutes = int(max(0.0, seconds) // 60)
@@ -43,7 +62,11 @@ class Phrases:
 ENGLISH = Phrases(
     digest_title="gpufleet: {n} notifications",
     headlines={
-        "opened:release_idle": "{n} idle GPU(s) held by {subject}",
+        "opened:release_idle": "Release {gpus} held by {subject}",
+        "reminder:release_idle": "Still idle: release {gpus} held by {subject}",
+        "updated:release_idle": "Update: release {gpus} held by {subject}",
+        "opened:right_size": "Right-size {subject}: a smaller GPU fits what it uses",
+        "opened:pricing_plan": "Switch the pricing plan of {subject}",
         "opened:scale_down": "Idle node {subject}: every GPU unallocated, scale it down",
         "opened:consolidate": "Consolidate: move the work off {subject} and release it",
         "opened": "{title}",
@@ -62,6 +85,7 @@ ENGLISH = Phrases(
     label={
         "workload": "Workload",
         "user": "User",
+        "owner": "Owner",
         "node": "Node",
         "gpus": "GPUs",
         "idle": "Idle for",
@@ -70,6 +94,9 @@ ENGLISH = Phrases(
         "energy": "Energy and CO2",
         "action": "Action",
         "deadline": "Deadline",
+        "command": "To release it",
+        "policy": "Auto-release",
+        "todo": "What to do",
         "opt_out": "To keep it",
         "reason": "Reason",
         "detail": "Details",
@@ -93,12 +120,34 @@ ENGLISH = Phrases(
     },
     open_collector="Open in gpufleet",
     open_grafana="Grafana",
+    idle_gpus=("1 idle {models}", "{n} idle {models}s"),
+    workload_kinds={
+        "pod": "pod {namespace}/{name}",
+        "slurm": "Slurm job {name}",
+        "process": "process {name}",
+        "manual": "{name}",
+    },
+    policies={
+        "enforce": "on: released automatically at {when} at the earliest, after a warning "
+        "that gives the exact time",
+        "enforce_dry_run": "dry run: from {when} gpufleet records what it would release, "
+        "and releases nothing",
+        "notify": "notify only: reminders until someone acts, nothing is released automatically",
+    },
+    gpus_on="{names} ({n} x {models})",
+    owner_team="{user}, team {team}",
+    team_only="team {team}",
+    scale_down_words="remove {node} from its node pool, or give its GPUs work",
 )
 
 CHINESE = Phrases(
     digest_title="gpufleet：{n} 条新通知",
     headlines={
-        "opened:release_idle": "{subject} 占用的 {n} 张 GPU 一直空闲，建议释放",
+        "opened:release_idle": "建议释放 {subject} 占用的 {gpus}",
+        "reminder:release_idle": "仍在空闲：建议释放 {subject} 占用的 {gpus}",
+        "updated:release_idle": "情况有变化：建议释放 {subject} 占用的 {gpus}",
+        "opened:right_size": "建议为 {subject} 换用更小的 GPU，足够其实际用量",
+        "opened:pricing_plan": "建议调整 {subject} 的计费方式",
         "opened:scale_down": "节点 {subject} 的 GPU 全部空闲且无人使用，建议缩容",
         "opened:consolidate": "建议整合：把 {subject} 上的作业迁到其他节点的空闲 GPU，释放该节点",
         "opened": "{title}",
@@ -117,6 +166,7 @@ CHINESE = Phrases(
     label={
         "workload": "作业",
         "user": "用户",
+        "owner": "负责人",
         "node": "节点",
         "gpus": "GPU",
         "idle": "已空闲",
@@ -125,6 +175,9 @@ CHINESE = Phrases(
         "energy": "能耗与碳排放",
         "action": "处理方式",
         "deadline": "截止时间",
+        "command": "手动释放",
+        "policy": "自动释放",
+        "todo": "建议操作",
         "opt_out": "如需保留",
         "reason": "原因",
         "detail": "详情",
@@ -147,6 +200,22 @@ CHINESE = Phrases(
     },
     open_collector="在 gpufleet 中查看",
     open_grafana="Grafana 看板",
+    idle_gpus=("1 张空闲的 {models}", "{n} 张空闲的 {models}"),
+    workload_kinds={
+        "pod": "Pod {namespace}/{name}",
+        "slurm": "Slurm 作业 {name}",
+        "process": "进程 {name}",
+        "manual": "{name}",
+    },
+    policies={
+        "enforce": "已开启：最早于 {when} 自动释放，释放前会再发预告，给出确切时间",
+        "enforce_dry_run": "演练模式：自 {when} 起只记录本应释放的内容，不会实际释放",
+        "notify": "仅通知：会持续提醒，直到有人处理，不会自动释放",
+    },
+    gpus_on="{names}（{n} 张 {models}）",
+    owner_team="{user}，{team} 组",
+    team_only="{team} 组",
+    scale_down_words="把节点 {node} 移出节点池，或安排作业使用其 GPU",
 )
 
 

@@ -53,10 +53,35 @@ class ChannelSettings:
 
 
 @dataclass(frozen=True)
+class ContactSettings:
+    """A person or a team in the owner directory: their id on each chat service.
+
+    Empty: not mentioned on that service (never a guess). Slack: a member id (``U...``;
+    a team may give a user group ``S...``); Teams: the Entra object id or UPN; Feishu and
+    Lark: the ``open_id`` (``ou_...``); DingTalk: the userId or the mobile; WeCom: the
+    userid (markdown messages mention by userid only); Discord: the user id.
+    """
+
+    #: shown where the service needs a name with the id (Teams)
+    name: str = ""
+    slack: str = ""
+    teams: str = ""
+    feishu: str = ""
+    dingtalk: str = ""
+    dingtalk_mobile: str = ""
+    wecom: str = ""
+    discord: str = ""
+    #: a team's own channels (names in ``channels``), for routes with ``to_owner_team``
+    channels: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
 class RouteSettings:
     """Send matching events to ``channels``; an empty list of conditions matches all."""
 
-    channels: list[str]
+    channels: list[str] = field(default_factory=list)
+    #: also the owning team's own channels (``notifications.teams.<team>.channels``)
+    to_owner_team: bool = False
     namespaces: list[str] = field(default_factory=list)
     teams: list[str] = field(default_factory=list)
     #: every label must match (alert labels; for recommendations: namespace, team,
@@ -73,6 +98,9 @@ class NotificationSettings:
     channels: list[ChannelSettings] = field(default_factory=list)
     #: no routes: every channel gets every event
     routes: list[RouteSettings] = field(default_factory=list)
+    #: the owner directory: a workload's user, else its team, is mentioned by these ids
+    users: dict[str, ContactSettings] = field(default_factory=dict)
+    teams: dict[str, ContactSettings] = field(default_factory=dict)
     #: recommendation kinds that are announced
     kinds: list[str] = field(default_factory=lambda: ["release_idle", "scale_down"])
     #: a standing recommendation is announced again after this long
@@ -92,10 +120,23 @@ class NotificationSettings:
         names = [c.name for c in self.channels]
         if len(set(names)) != len(names):
             raise ConfigError("notifications.channels: channel names must be unique")
-        for route in self.routes:
+        for i, route in enumerate(self.routes):
             for name in route.channels:
                 if name not in names:
-                    raise ConfigError(f"notifications.routes: unknown channel {name!r}")
+                    raise ConfigError(
+                        f"notifications.routes[{i}].channels: unknown channel {name!r}"
+                    )
+            if not route.channels and not route.to_owner_team:
+                raise ConfigError(
+                    f"notifications.routes[{i}]: give channels, or to_owner_team: true"
+                )
+        for section, contacts in (("users", self.users), ("teams", self.teams)):
+            for who, contact in contacts.items():
+                for name in contact.channels:
+                    if name not in names:
+                        raise ConfigError(
+                            f"notifications.{section}.{who}.channels: unknown channel {name!r}"
+                        )
         if self.digest_max_items < 1:
             raise ConfigError("notifications.digest_max_items: must be >= 1")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from collector.notify.messages import Section, Text, as_markdown
+from collector.notify.messages import Mention, Section, Text, as_markdown
 from collector.notify.settings import Channel
 from collector.notify.vendor import (
     JSON_HEADERS,
@@ -36,8 +36,7 @@ def blocks(text: Text) -> list[dict[str, Any]]:
     for section in text.sections:
         out += _section_blocks(section)
     if text.mentions:
-        mention = " ".join(f"<@{m}>" for m in text.mentions)
-        out.append({"type": "context", "elements": [{"type": "mrkdwn", "text": mention}]})
+        out.append({"type": "context", "elements": [{"type": "mrkdwn", "text": mentions(text)}]})
     if text.links:
         buttons = [
             {"type": "button", "text": {"type": "plain_text", "text": label}, "url": url}
@@ -45,6 +44,19 @@ def blocks(text: Text) -> list[dict[str, Any]]:
         ]
         out.append({"type": "actions", "elements": buttons})
     return out
+
+
+def mention(m: Mention) -> str:
+    """``<@U123>`` for a member, ``<!subteam^S123>`` for a user group (ids start with S)."""
+    return f"<!subteam^{m.id}>" if m.id.startswith("S") else f"<@{m.id}>"
+
+
+def mentions(text: Text) -> str:
+    return " ".join(mention(m) for m in text.mentions)
+
+
+def _link(label: str, url: str) -> str:
+    return f"<{url}|{escape(label)}>"
 
 
 def _section_blocks(section: Section) -> list[dict[str, Any]]:
@@ -58,11 +70,20 @@ def _section_blocks(section: Section) -> list[dict[str, Any]]:
     ]
     for start in range(0, len(fields), MAX_FIELDS_PER_SECTION):
         out.append({"type": "section", "fields": fields[start : start + MAX_FIELDS_PER_SECTION]})
+    if section.command:
+        label, command = section.command
+        code = f"*{escape(label)}*\n```{escape(command)}```"[:MAX_SECTION_CHARS]
+        out.append({"type": "section", "text": {"type": "mrkdwn", "text": code}})
+    if section.links:
+        links = " | ".join(_link(label, url) for label, url in section.links)
+        out.append({"type": "context", "elements": [{"type": "mrkdwn", "text": links}]})
     return out
 
 
 def build(text: Text, channel: Channel, now: float) -> Request:
-    fallback = as_markdown(text, bold="*", link=lambda label, url: f"<{url}|{label}>")
+    fallback = as_markdown(text, bold="*", link=_link)
+    if text.mentions:  # the fallback is what notifications show: the owner is in it
+        fallback = f"{mentions(text)} {fallback}"
     payload = {"text": fallback[:MAX_SECTION_CHARS], "blocks": blocks(text)}
     return Request(channel.url, json_body(payload), dict(JSON_HEADERS))
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from collector.notify.messages import Text
+from collector.notify.messages import Section, Text
 from collector.notify.settings import Channel
 from collector.notify.vendor import (
     JSON_HEADERS,
@@ -44,6 +44,7 @@ def card(text: Text) -> dict[str, Any]:
             )
         facts = [{"title": label, "value": value} for label, value in section.fields]
         body.append({"type": "FactSet", "facts": facts})
+        body += _command_and_links(section)
     content: dict[str, Any] = {
         "$schema": "http://adaptivecards.io/schemas/adaptive-card.json",
         "type": "AdaptiveCard",
@@ -52,10 +53,14 @@ def card(text: Text) -> dict[str, Any]:
         "msteams": {"width": "full"},
     }
     if text.mentions:
-        mentions = " ".join(f"<at>{m}</at>" for m in text.mentions)
-        body.append({"type": "TextBlock", "text": mentions, "wrap": True})
+        tags = " ".join(f"<at>{m.name or m.id}</at>" for m in text.mentions)
+        body.append({"type": "TextBlock", "text": tags, "wrap": True})
         content["msteams"]["entities"] = [
-            {"type": "mention", "text": f"<at>{m}</at>", "mentioned": {"id": m, "name": m}}
+            {
+                "type": "mention",
+                "text": f"<at>{m.name or m.id}</at>",
+                "mentioned": {"id": m.id, "name": m.name or m.id},
+            }
             for m in text.mentions
         ]
     if text.links:
@@ -63,6 +68,18 @@ def card(text: Text) -> dict[str, Any]:
             {"type": "Action.OpenUrl", "title": label, "url": url} for label, url in text.links
         ]
     return content
+
+
+def _command_and_links(section: Section) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    if section.command:
+        label, command = section.command
+        out.append({"type": "TextBlock", "text": label, "weight": "bolder", "wrap": True})
+        out.append({"type": "TextBlock", "text": command, "fontType": "Monospace", "wrap": True})
+    if section.links:
+        links = " | ".join(f"[{label}]({url})" for label, url in section.links)
+        out.append({"type": "TextBlock", "text": links, "wrap": True})
+    return out
 
 
 def _payload(text: Text) -> dict[str, Any]:

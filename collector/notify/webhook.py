@@ -61,8 +61,10 @@ def envelope(text: Text, now: float, msg_id: str) -> dict[str, Any]:
             for s in text.sections
         ],
         "events": list(text.event_keys),
+        #: per event, for a script that acts on it: command, deadline, links, owner
+        "items": [dict(s.data) for s in text.sections],
         "links": [{"label": label, "url": url} for label, url in text.links],
-        "mentions": list(text.mentions),
+        "mentions": [{"id": m.id, "name": m.name} for m in text.mentions],
     }
     return {
         "specversion": "1",

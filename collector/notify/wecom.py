@@ -31,7 +31,8 @@ COLOURS = {"critical": "warning", "warning": "warning", "info": "info"}
 def content(text: Text) -> str:
     body = as_markdown(text, with_title=False)
     title = f'<font color="{COLOURS.get(text.severity, "info")}">**{text.title}**</font>'
-    mentions = " ".join(f"<@{m}>" for m in text.mentions)
+    # markdown mentions by userid only; a phone number cannot be mentioned here
+    mentions = " ".join(f"<@{m.id}>" for m in text.mentions if not m.by_mobile)
     return "\n".join(part for part in (title, body, mentions) if part)
 
 

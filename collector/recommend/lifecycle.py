@@ -22,6 +22,7 @@ from collector.recommend.rules import RecommendPolicy
 from collector.records import (
     LIVE_STATUSES,
     GpuView,
+    ModelHour,
     ModelUsage,
     Recommendation,
     RecommendationStatus,
@@ -40,11 +41,16 @@ def evaluate(
     settings: AnalysisSettings,
     now: float,
     policy: RecommendPolicy | None = None,
+    *,
+    hours: Sequence[ModelHour] = (),
+    standing: Sequence[Recommendation] = (),
 ) -> list[Recommendation]:
     """The recommendations the fleet warrants at ``now``, sorted by id.
 
     ``policy`` carries the GPU catalogue and the knobs AnalysisSettings lacks; build it
     once (``RecommendPolicy.default()`` reads the shipped catalogue) and pass it in.
+    ``hours``: the pricing look-back's allocation curves (``Ledger.model_hours``);
+    ``standing``: the stored recommendations, which anchor the pricing hysteresis.
     """
     ctx = rules.RuleContext(prices, carbon, settings, policy or RecommendPolicy.default(), now)
     desired = [
@@ -52,7 +58,7 @@ def evaluate(
         *rules.scale_down(gpus, ctx),
         *consolidate(gpus, ctx),
         *right_size(profiles, ctx),
-        *pricing_plan(models, ctx),
+        *pricing_plan(models, hours, ctx, {rec.id: rec for rec in standing}),
     ]
     return sorted(desired, key=lambda r: r.id)
 

@@ -18,7 +18,7 @@ from collector.fleet.live import LiveFleet
 from collector.ledger.store import Ledger
 from collector.recommend.lifecycle import evaluate, reconcile
 from collector.recommend.rules import RecommendPolicy
-from collector.records import Recommendation
+from collector.records import HOUR_SECONDS, ModelHour, ModelUsage, Recommendation
 
 
 class Recommender:
@@ -37,6 +37,9 @@ class Recommender:
         self.clock = clock
         self.policy = RecommendPolicy.default()
         self._evaluated_at: float | None = None
+        #: the pricing look-back's usage, read again once the hour (or the clock) moves:
+        #: the curve is hourly and a 30-day read every evaluation would be wasted work
+        self._pricing: tuple[float, list[ModelUsage], list[ModelHour]] | None = None
 
     def evaluate_if_due(self, now: float | None = None) -> list[Recommendation]:
         """Re-evaluate when an evaluation interval has passed (event time); the changes."""
@@ -50,21 +53,30 @@ class Recommender:
         """Compute the desired recommendations, reconcile with the stored ones, store the
         changes; returns them."""
         analysis, ledger = self.analysis, self.ledger
-        lookback = now - analysis.pricing_lookback_seconds
+        models, hours = self._pricing_usage(now)
+        stored = ledger.recommendations(None)
         desired = evaluate(
             self.fleet.views(now),
             ledger.workload_profiles(now),
-            ledger.model_usage(lookback, now),
+            models,
             self.rates.prices,
             self.rates.carbon_context(self.fleet.node_labels(), now),
             analysis,
             now,
             self.policy,
+            hours=hours,
+            standing=stored,
         )
-        changed = reconcile(
-            ledger.recommendations(None), desired, now, analysis.resolve_after_seconds
-        )
+        changed = reconcile(stored, desired, now, analysis.resolve_after_seconds)
         if changed:
             ledger.upsert_recommendations(changed)
         self._evaluated_at = now
         return changed
+
+    def _pricing_usage(self, now: float) -> tuple[list[ModelUsage], list[ModelHour]]:
+        hour = now // HOUR_SECONDS
+        if self._pricing is None or self._pricing[0] != hour:
+            start = now - self.analysis.pricing_lookback_seconds
+            ledger = self.ledger
+            self._pricing = (hour, ledger.model_usage(start, now), ledger.model_hours(start, now))
+        return self._pricing[1], self._pricing[2]

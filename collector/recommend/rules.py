@@ -39,10 +39,11 @@ class RecommendPolicy:
     catalogue: GpuCatalogue
     #: right-sizing keeps this much memory and compute above the observed need
     right_size_headroom: float = 0.2
-    #: pricing advice needs the allocated fraction this far past the break-even
+    #: hysteresis of pricing advice: the count reserved (or recommended) now stands while
+    #: its GPUs' shares of hours in use stay within this of the break-even
     pricing_margin: float = 0.1
-    #: pricing advice needs known data for this fraction of the look-back (GPU-seconds)
-    pricing_min_coverage: float = 0.5
+    #: pricing advice needs this much known data per GPU (a week: the weekly cycle)
+    pricing_min_coverage_seconds: float = WEEK_SECONDS
     #: a saving's confidence reaches 1 once its observation window is this long: a week
     #: covers the weekday/weekend cycle most GPU demand follows
     full_confidence_seconds: float = WEEK_SECONDS

@@ -16,18 +16,19 @@ from starlette.routing import BaseRoute
 from collector.actions.engine import ActionEngine, Executors
 from collector.actions.executors import Executor, SlurmExecutor, WebhookExecutor
 from collector.actions.log import ActionLog
+from collector.actions.policy import Candidate, data_problem, deadline_of, exempt_by_settings
 from collector.actions.settings import ActionSettings
 from collector.config import CollectorSettings
 from collector.http.alertmanager import alertmanager_route
 from collector.http.auth import Gate, Token
 from collector.ledger.store import Ledger
-from collector.notify.changes import FleetIndex
+from collector.notify.changes import FleetIndex, ReleasePlan, gpu_name
 from collector.notify.delivery import Notifier
 from collector.notify.messages import Links
 from collector.notify.outbox import Outbox
 from collector.notify.settings import resolve_channel
 from collector.notify.stats import NotifyExporter
-from collector.records import GpuView, Recommendation
+from collector.records import GpuView, Recommendation, WorkloadRef
 from gpufleet.settings import read_secret
 
 log = logging.getLogger(__name__)
@@ -45,10 +46,12 @@ class Alerting:
     routes: list[BaseRoute] = field(default_factory=list)
     exporter: NotifyExporter | None = None
     pruned_at: float = float("-inf")
+    #: the auto-release policies, so that messages say which applies and when
+    actions: ActionSettings = field(default_factory=ActionSettings)
 
     def step(self, fleet: Sequence[GpuView], recs: Sequence[Recommendation], now: float) -> None:
         if self.notifier is not None:
-            self.notifier.observe(recs, fleet_index(fleet), now)
+            self.notifier.observe(recs, fleet_index(fleet, self.actions, now), now)
         if self.engine is not None:
             self.engine.run(fleet, recs, now)
         if self.notifier is not None:
@@ -58,9 +61,36 @@ class Alerting:
                 self.pruned_at = now
 
 
-def fleet_index(fleet: Sequence[GpuView]) -> FleetIndex:
+def fleet_index(
+    fleet: Sequence[GpuView], actions: ActionSettings | None = None, now: float = 0.0
+) -> FleetIndex:
     refs = {ref.key: ref for view in fleet for ref in view.workloads}
-    return FleetIndex(refs, {view.uuid: view.model for view in fleet})
+    names = {view.uuid: gpu_name(view) for view in fleet}
+    plans = release_plans(fleet, actions, now) if actions is not None else {}
+    return FleetIndex(refs, {view.uuid: view.model for view in fleet}, names, plans)
+
+
+def release_plans(
+    fleet: Sequence[GpuView], actions: ActionSettings, now: float
+) -> dict[str, ReleasePlan]:
+    """Each idle holder's auto-release plan, by actions.policy's own rule (deadline_of):
+    the earliest deadline, since the first-seen time that may push it later is the
+    engine's to know. None for workloads exempt by settings, active or stale ones."""
+    held: dict[str, tuple[WorkloadRef, list[GpuView]]] = {}
+    for view in fleet:
+        for ref in view.workloads:
+            held.setdefault(ref.key, (ref, []))[1].append(view)
+    out = {}
+    for key, (ref, views) in held.items():
+        policy = actions.policy_for(ref.namespace)
+        exempt = exempt_by_settings(ref, actions.exempt_namespaces, actions.exempt_users)
+        if policy.mode == "off" or exempt:
+            continue
+        if data_problem(views, now, actions.max_data_age_seconds) is not None:
+            continue
+        _, deadline = deadline_of(Candidate(ref, tuple(views), float("-inf")), policy)
+        out[key] = ReleasePlan(policy.mode, policy.dry_run, deadline, actions.exempt_key)
+    return out
 
 
 def build_alerting(
@@ -92,7 +122,7 @@ def build_alerting(
         announce = notifier.announce if notifier is not None else None
         executors = build_executors(settings.actions, transport)
         engine = ActionEngine(settings.actions, ActionLog(ledger), executors, announce)
-    return Alerting(notifier, engine, routes, exporter)
+    return Alerting(notifier, engine, routes, exporter, actions=settings.actions)
 
 
 def build_executors(settings: ActionSettings, transport: httpx.BaseTransport) -> Executors:

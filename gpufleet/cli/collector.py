@@ -30,7 +30,9 @@ from collector.metrics.exporter import RatesExporter
 from collector.reports import LiveRates
 from collector.service import CollectorCore
 from collector.web import ConsoleSources, SeriesBuffer, console_routes
+from collector.web.plans_routes import plans_exporter, plans_routes
 from gpufleet.cli.alerting import Alerting, build_alerting
+from gpufleet.cli.listen import check_free
 from gpufleet.cli.schedule import PeriodicJobs
 from gpufleet.settings import load_settings
 
@@ -161,10 +163,12 @@ def build_collector(
         clock,
         extra_routes=[
             *console_routes(console, settings, gate, clock, views),
+            *plans_routes(ledger, prices, settings, gate, clock),
             *(alerting.routes if alerting is not None else []),
         ],
         collectors=[
             RatesExporter(live_rates, clock),
+            plans_exporter(ledger, prices, settings, clock),
             *([InfluxSinkMetrics(influx)] if influx is not None else []),
             *([alerting.exporter] if alerting is not None and alerting.exporter else []),
         ],
@@ -238,6 +242,9 @@ def tune_gc() -> tuple[int, int, int]:
 
 def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
+    host, port = settings.server.host, settings.server.port
+    check_free(host, {port: "the collector's API and /metrics"},
+               "another collector running? set --port or server.port")  # fmt: skip
     tune_gc()
     collector = build_collector(settings)
     collector.start_jobs()

@@ -42,8 +42,11 @@ def add_parser(commands: Any) -> None:
 
 
 def run_generate(args: argparse.Namespace) -> int:
-    for path in write_all(args.out):
+    written = write_all(args.out)
+    for path in written:
         print(path)
+    print(f"gpufleet dashboards generate: wrote {len(written)} files to {args.out.resolve()} "
+          "(--out chooses the directory)", file=sys.stderr)  # fmt: skip
     return 0
 
 

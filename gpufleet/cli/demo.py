@@ -14,6 +14,7 @@ import dataclasses
 import logging
 import os
 import secrets
+import sys
 import tempfile
 import threading
 import time
@@ -37,6 +38,7 @@ from gpufleet.cli.demo_fleet import Demo, DemoAgent, Outage
 from gpufleet.cli.demo_nodes import demo_fleet, node_clock_offset, outage_of
 from gpufleet.cli.demo_pace import Pacer, SimClock
 from gpufleet.cli.demo_view import print_summary, run_live
+from gpufleet.cli.listen import check_free
 from gpufleet.settings import ConfigError, load_settings
 
 INFLUX_FLAGS = ("url", "org", "bucket", "database")
@@ -54,9 +56,9 @@ def add_parser(commands: Any) -> None:
     p.add_argument("--port", type=int, default=8080, help="collector port (agents: port+1..)")
     p.add_argument("--duration", type=float, help="wall seconds to run, then print and exit")
     p.add_argument("--history", type=float, default=1.0, help="simulated hours to pre-run")
-    p.add_argument("--nodes", type=int, default=4)
-    p.add_argument("--gpus-per-node", type=int, default=8)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--nodes", type=at_least_one, default=4, help="simulated nodes")
+    p.add_argument("--gpus-per-node", type=at_least_one, default=8, help="GPUs in each node")
+    p.add_argument("--seed", type=int, default=0, help="the simulator's random seed")
     p.add_argument("--step", type=float, default=10.0, help="simulated seconds between samples")
     p.add_argument("--db", type=Path, help="SQLite ledger (default: a temporary file)")
     p.add_argument("--plain", action="store_true", help="no live screen, just the summary")
@@ -92,6 +94,17 @@ def add_parser(commands: Any) -> None:
     p.set_defaults(run=run)
 
 
+def at_least_one(text: str) -> int:
+    """argparse type: an integer >= 1 (``--nodes 0`` is a usage error, not a traceback)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def batch_interval(args: argparse.Namespace) -> float:
     """Wall seconds between an agent's batches: about 30 simulated seconds, 0.2..1 s."""
     speed: float = args.speed
@@ -121,15 +134,20 @@ def build_demo(args: argparse.Namespace, workdir: Path) -> Demo:
     start = now - args.history * 3600.0
     clock = SimClock(start)
     fleet = demo_fleet(args, start)
+    _check_ports(args.port, [node.name for node in fleet.nodes])
     token = secrets.token_urlsafe(24)
     base = (
         load_settings(CollectorSettings, args.config, os.environ)
         if args.config is not None
         else CollectorSettings()
     )
+    # messages link the console: the demo's own URL unless the file names a public one
+    public_url = base.server.public_url or f"http://127.0.0.1:{args.port}"
     settings = dataclasses.replace(
         base,
-        server=dataclasses.replace(base.server, port=args.port, tokens=[token]),
+        server=dataclasses.replace(
+            base.server, port=args.port, tokens=[token], public_url=public_url
+        ),
         ledger=LedgerSettings(url=str(args.db or workdir / "gpufleet-demo.db")),
         influx=influx_settings(args, os.environ),
         # the pacer keeps every agent within the lead, so only a real gap turns a GPU unknown
@@ -147,6 +165,18 @@ def build_demo(args: argparse.Namespace, workdir: Path) -> Demo:
     ]
     pacer = Pacer(clock, agents, args.step, args.speed, lead_seconds(args))
     return Demo(clock, fleet, collector, agents, token, url, pacer)
+
+
+def _check_ports(port: int, nodes: list[str]) -> None:
+    """The collector's port and one per simulated agent (port+1..port+N) must be free."""
+    wanted = {port: "the demo collector"}
+    for i, node in enumerate(nodes):
+        wanted[port + 1 + i] = f"simulated agent {node}'s /metrics"
+    hint = (
+        f"the demo takes --port and the {len(nodes)} ports after it (another gpufleet demo "
+        f"running?); choose another range with --port, e.g. --port {port + 100}"
+    )
+    check_free("127.0.0.1", wanted, hint)
 
 
 def influx_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> InfluxSettings:
@@ -190,9 +220,12 @@ def _agent(
     return DemoAgent(sampler, shipper, stats, metrics_url, node.name, outage)
 
 
-def prerun(demo: Demo, step: float, until: float) -> None:
-    """Push simulated history from the fleet's start to ``until`` as fast as it goes."""
-    t = demo.clock()
+def prerun(
+    demo: Demo, step: float, until: float, progress: Callable[[float], None] = lambda _: None
+) -> None:
+    """Push simulated history from the fleet's start to ``until`` as fast as it goes,
+    telling ``progress`` the fraction done after each shipment."""
+    begin = t = demo.clock()
     while t < until:
         demo.clock.set(t)
         for agent in demo.agents:
@@ -200,8 +233,26 @@ def prerun(demo: Demo, step: float, until: float) -> None:
         t += step
         if int(t / step) % 60 == 0:  # ship every 60 samples, like a slow batch interval
             _ship_and_apply(demo)
+            progress(min(1.0, (t - begin) / (until - begin)))
     demo.clock.set(until)
     _ship_and_apply(demo)
+
+
+class HistoryProgress:
+    """Prints the pre-run's progress to stderr, a line per tenth, so a 20 s pre-run of a
+    large fleet is not silence."""
+
+    def __init__(self, hours: float, gpus: int) -> None:
+        self.printed = -1
+        if hours > 0:
+            print(f"pre-running {hours:g} simulated hours of history for {gpus} GPUs ...",
+                  file=sys.stderr, flush=True)  # fmt: skip
+
+    def __call__(self, fraction: float) -> None:
+        tenth = int(fraction * 10)
+        if tenth > self.printed and tenth < 10:
+            self.printed = tenth
+            print(f"  history {tenth * 10}%", file=sys.stderr, flush=True)
 
 
 def _ship_and_apply(demo: Demo) -> None:
@@ -239,7 +290,8 @@ def start(demo: Demo, args: argparse.Namespace) -> Running:
     """Serve, pre-run the history, then run the fleet live at ``--speed`` at most."""
     server = serve(demo.collector)
     try:
-        prerun(demo, args.step, time.time())
+        gpus = sum(len(node.gpus) for node in demo.fleet.nodes)
+        prerun(demo, args.step, time.time(), HistoryProgress(args.history, gpus))
         stop = threading.Event()
         threads = _start_agents(demo, stop)
         # applying keeps up with the reorder window (30 simulated s); evaluation is due every

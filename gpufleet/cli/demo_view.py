@@ -21,6 +21,8 @@ class Summary:
     gpus: int
     by_state: dict[str, int]
     utilisation: float | None
+    #: analysis.utilisation_target (0..1)
+    utilisation_target: float
     idle_now: int
     waste_per_hour: float
     waste_total: float
@@ -53,6 +55,7 @@ def summarise(demo: Demo) -> Summary:
         gpus=len(views),
         by_state=by_state,
         utilisation=sum(known) / len(known) if known else None,
+        utilisation_target=demo.collector.settings.analysis.utilisation_target,
         idle_now=len(idle),
         waste_per_hour=sum(rates.view_price_per_hour(v) for v in idle),
         waste_total=sum(w.waste for w in totals.waste),
@@ -76,7 +79,8 @@ def render(demo: Demo, summary: Summary, final: bool = False) -> Group:
     head.add_row(
         "GPUs", f"{summary.gpus}: " + ", ".join(f"{n} {s}" for s, n in summary.by_state.items())
     )
-    head.add_row("fleet utilisation", f"{util} (mean SM activity; target 70%)")
+    target = f"target {summary.utilisation_target:.0%}"
+    head.add_row("fleet utilisation", f"{util} (mean SM activity; {target})")
     head.add_row(
         "idle GPUs now", f"{summary.idle_now}, wasting {summary.waste_per_hour:,.2f} {cur}/h"
     )

@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         json.dump([dataclasses.asdict(f) for f in figures], sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        print_table(figures, source)
+        print_table(figures, source.step_seconds)
     return 0
 
 
@@ -146,10 +146,15 @@ def _batch(node: str, gpus: list[GpuInfo], samples: list[GpuSample], seq: int, a
     )
 
 
-def print_table(figures: list[WorkloadFigures], source: ReplaySource) -> None:
-    table = Table(title=f"replay: {len(figures)} workloads, step {source.step_seconds:.0f} s")
-    for column in ("workload", "samples", "zero", "longest idle", "idle GPU-h", "unknown GPU-h"):
-        table.add_column(column, justify="left" if column == "workload" else "right")
+def print_table(
+    figures: list[WorkloadFigures], step_seconds: float, console: Console | None = None
+) -> None:
+    """The figures as a table; on a narrow terminal a workload name folds onto more lines
+    rather than being cut (cut names of one trace all read "pod:alibaba-g...")."""
+    table = Table(title=f"replay: {len(figures)} workloads, step {step_seconds:.0f} s")
+    table.add_column("workload", overflow="fold", ratio=1)
+    for column in ("samples", "zero", "longest idle", "idle GPU-h", "unknown GPU-h"):
+        table.add_column(column, justify="right", no_wrap=True)
     for f in figures:
         table.add_row(
             f.workload,
@@ -159,5 +164,7 @@ def print_table(figures: list[WorkloadFigures], source: ReplaySource) -> None:
             f"{f.idle_gpu_seconds / 3600:.2f}",
             f"{f.unknown_gpu_seconds / 3600:.2f}",
         )
-    console = Console()  # wide enough for workload names in a file or a pipe
-    (console if console.is_terminal else Console(width=160)).print(table)
+    if console is None:
+        console = Console()  # wide enough for workload names in a file or a pipe
+        console = console if console.is_terminal else Console(width=160)
+    console.print(table)

@@ -27,8 +27,10 @@ from collector.analysis.cost import PriceBook
 from collector.config import CollectorSettings
 from collector.http.query import QueryError, parse_instant
 from collector.ledger.store import Ledger
+from collector.plans_report import plans_report
 from collector.records import Usage
 from collector.usage_report import PERIOD_RULE, GroupReport, group_report, ledger_period
+from gpufleet.cli.report_plans import emit_plans
 from gpufleet.settings import ConfigError, load_settings
 
 _PERIOD = re.compile(r"^(\d+(?:\.\d+)?)([hdw])$")
@@ -52,14 +54,28 @@ def add_parser(commands: Any) -> None:
         "--end", help="when the period ends: Unix seconds or ISO 8601, UTC by default (default now)"
     )
     p.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    p.add_argument(
+        "--plans",
+        action="store_true",
+        help="what-if costs of plans (today's mix, the cheapest, all on demand, all "
+        "reserved) and the utilisation gap, instead of usage by group",
+    )
     p.set_defaults(run=run)
 
 
 def parse_period(text: str) -> float:
+    """Seconds in ``text`` (``24h``, ``7d``, ``4w``); a negative or zero length is an error,
+    not an empty report."""
     match = _PERIOD.match(text.strip())
     if match is None:
+        if text.strip().startswith("-"):
+            raise ConfigError(f"--period: a length of time back from --end, not negative "
+                              f"(e.g. 7d), got {text!r}")  # fmt: skip
         raise ConfigError(f"--period: expected a number and h, d or w (e.g. 7d), got {text!r}")
-    return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+    seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+    if seconds <= 0:
+        raise ConfigError(f"--period: must be longer than zero (e.g. 24h or 7d), got {text!r}")
+    return seconds
 
 
 def parse_end(text: str | None, now: float) -> float:
@@ -105,6 +121,13 @@ def run(args: argparse.Namespace) -> int:
     end = parse_end(args.end, now)
     period = ledger_period(end - parse_period(args.period), end, now)
     with Ledger.open(url) as ledger:
+        if args.plans:
+            analysis = settings.analysis
+            plans = plans_report(ledger, period, prices,
+                                 max_term_months=analysis.pricing_max_term_months,
+                                 utilisation_target=analysis.utilisation_target)  # fmt: skip
+            emit_plans(plans, args.format, iso)
+            return 0
         answer = group_report(ledger, args.by, period)
     emit(answer, args, settings.pricing.currency or prices.currency)
     return 0

@@ -26,8 +26,8 @@ def idle_waste() -> Json:
         WASTE_UID,
         "gpufleet / Idle waste and recommendations",
         "Idle GPU-hours and their cost by namespace, team and GPU model; open "
-        "recommendations and what they would save.",
-        [*_idle_trends(), *_idle_tables(), *_recommendations()],
+        "recommendations and what they would save; what-if costs of plans.",
+        [*_idle_trends(), *_idle_tables(), *_recommendations(), *_plans()],
         [currency_variable(), namespace],
     )
 
@@ -129,5 +129,34 @@ def _recommendations() -> list[Panel]:
             "none",
             (Target("sum by (kind) (gpufleet_recommendations_open)", "{{kind}}"),),
             width=8,
+        ),
+    ]
+
+
+PLAN_COST = 'gpufleet_plan_cost_per_month{currency="$currency"}'
+
+
+def _plans() -> list[Panel]:
+    return [
+        Panel(
+            "bargauge",
+            "Cost per month by plan mix ($currency)",
+            "Each pool's cost per month over the pricing look-back (30 days) under today's "
+            "mix, the recommended mix (a reserved baseline plus on demand for the peaks), "
+            "all on demand and all reserved; on-demand GPUs counted per allocated hour. "
+            "gpufleet report --plans prints the same figures.",
+            "short",
+            (Target(f"sum by (scenario) ({PLAN_COST})", "{{scenario}}", instant=True),),
+            width=12,
+            defaults={"decimals": 0},
+        ),
+        Panel(
+            "table",
+            "Reserved GPUs per pool: today and recommended",
+            "GPUs on a commitment plan (monthly, 1-year, 3-year) per pool, bought today and "
+            "recommended.",
+            "none",
+            (Target("gpufleet_plan_reserved_gpus", "", instant=True),),
+            width=12,
         ),
     ]

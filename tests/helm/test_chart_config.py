@@ -152,6 +152,9 @@ def test_notification_channels_read_their_urls_and_keys_from_the_secret() -> Non
         ("ops-slack", "slack"),
     ]
     assert notifications.cooldown_seconds == 1800.0
+    assert notifications.users["alice"].slack == "U0ALICE"
+    assert notifications.teams["vision"].channels == ["ml-feishu"]
+    assert notifications.routes[-1].to_owner_team and notifications.routes[-1].channels == []
     secret_dir = mounts(out.pod_spec("Deployment"))["/etc/gpufleet/secrets"]
     assert secret_dir["readOnly"] is True
     files = [c.url_file for c in notifications.channels]

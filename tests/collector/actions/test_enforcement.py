@@ -158,10 +158,15 @@ def test_stuck_jobs_are_warned_then_released_and_nothing_else_is(tmp_path: Path)
     # and the chat heard each step, signed (the fake refuses a bad signature)
     assert chat.received and all(r.ok for r in chat.received)
     titles = [r.json["card"]["header"]["title"]["content"] for r in chat.received]
-    assert "Released: pod:research/sweep-worker-3283c" in titles
-    assert "Released: slurm:842992" in titles
-    assert "Not released: pod:research/sweep-worker-a7271" in titles
+    assert "Released: pod research/sweep-worker-3283c" in titles
+    assert "Released: Slurm job 842992" in titles
+    assert "Not released: pod research/sweep-worker-a7271" in titles
     warnings = [t for t in titles if "its GPUs will be released at" in t]
     assert len([t for t in warnings if "sweep-worker-3283c" in t]) == 2
     opt_out = "kubectl label pod -n research sweep-worker-3283c gpufleet.io/exempt=true"
     assert any(opt_out in r.body.decode() for r in chat.received)
+    # the warnings give the command that does it by hand: the pod's Deployment, scaled
+    warned = [r.body.decode() for r in chat.received if "sweep-worker-3283c" in r.body.decode()]
+    scale = "kubectl scale deployment -n research sweep --replicas=0"
+    assert sum(scale in body for body in warned) == 2
+    assert any("scancel 842992" in r.body.decode() for r in chat.received)

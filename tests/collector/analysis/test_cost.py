@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from collector.analysis import cost
 from collector.analysis.cost import PriceBook, canonical_model
 from gpufleet.settings import ConfigError
 
@@ -107,3 +108,68 @@ def test_bad_books_name_the_key(tmp_path: Path, text: str, names: str) -> None:
 def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"nope\.yaml"):
         PriceBook.load(tmp_path / "nope.yaml")
+
+
+SHIPPED = sorted((Path(cost.__file__).parents[1] / "data").glob("**/pricebook*.yaml")) + sorted(
+    (Path(cost.__file__).parents[1] / "data" / "pricebooks").glob("*.yaml")
+)
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
+def test_every_shipped_book_loads_with_each_price_cited(path: Path) -> None:
+    book = PriceBook.load(path)
+    urls = {s["id"]: s.get("url", "") for s in book.sources}
+    assert book.models
+    for model, price in book.models.items():
+        assert urls.get(price.source, "").startswith("https://"), (path.name, model)
+        for plan in price.options()[1:]:
+            assert 0 < plan.per_gpu_hour < price.on_demand_per_gpu_hour, (model, plan)
+
+
+def test_the_shipped_books_include_a_cny_one_and_another_cloud() -> None:
+    currencies = {PriceBook.load(p).currency for p in SHIPPED}
+    assert currencies == {"USD", "CNY"} and len(SHIPPED) == 3
+
+
+def test_plans_keep_todays_format_and_add_terms(tmp_path: Path) -> None:
+    """A book in today's two-price format gets a 1y plan at reserved_per_gpu_hour; plans:
+    adds 3y and spot, a 1y entry there sets the reserved price, current: counts GPUs."""
+    legacy = PriceBook.load(write(tmp_path, BOOK)).model_price("H100")
+    assert legacy is not None
+    assert [(p.name, p.per_gpu_hour, p.term_months) for p in legacy.options()] == [
+        ("on_demand", 4.0, 0), ("1y", 2.5, 12)]  # fmt: skip
+    text = """
+currency: CNY
+models:
+  A10:
+    on_demand_per_gpu_hour: 10
+    plans: {monthly: 7, 1y: {per_gpu_hour: 5, upfront_share: 1}, spot: 3}
+    current: {plan: monthly, gpus: 4}
+"""
+    price = PriceBook.load(write(tmp_path, text)).model_price("NVIDIA A10")
+    assert price is not None
+    assert price.reserved_per_gpu_hour == 5 and price.per_gpu_hour("reserved") == 5
+    assert (price.current_plan, price.current_gpus) == ("monthly", 4)
+    assert [(p.name, p.per_gpu_hour) for p in price.options()] == [
+        ("on_demand", 10), ("monthly", 7), ("1y", 5), ("spot", 3)]  # fmt: skip
+    assert price.plan("1y") is not None and price.plan("1y").upfront_share == 1  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("plans", "names"),
+    [
+        ("plans: {2y: 3}", r"plans\.2y"),
+        ("plans: {3y: -1}", r"plans\.3y\.per_gpu_hour.*-1"),
+        ("plans: {3y: {per_gpu_hour: 1, upfront_share: 2}}", r"upfront_share.*2"),
+        ("plans: {spot: {per_gpu_hour: 1, term_months: 3}}", r"spot\.term_months"),
+        ("plans: {1y: 2}", r"plans\.1y\.per_gpu_hour.*differs"),
+        ("current: {plan: 3y}", r"current_plan.*3y"),
+        ("current: {plan: 1y, gpus: -2}", r"current\.gpus.*-2"),
+        ("current: {plan: spot}", r"current\.plan.*spot"),
+    ],
+)  # fmt: skip
+def test_bad_plans_name_the_key_and_value(tmp_path: Path, plans: str, names: str) -> None:
+    prices = "on_demand_per_gpu_hour: 4, reserved_per_gpu_hour: 3"
+    text = f"currency: USD\nmodels:\n  H100: {{{prices}, {plans}}}\n"
+    with pytest.raises(ConfigError, match=names):
+        PriceBook.load(write(tmp_path, text))

@@ -38,6 +38,7 @@ ROUTES: list[tuple[str, str, bytes | None, str]] = [
     ("GET", "/v1/workloads", None, "read"),
     ("GET", "/v1/recommendations", None, "read"),
     ("GET", "/v1/gpus/usage", None, "read"),
+    ("GET", "/v1/plans", None, "read"),
     ("POST", "/v1/recommendations/none/dismiss", None, "admin"),
     ("POST", "/v1/alertmanager", None, "alertmanager"),
     ("GET", "/metrics", None, "metrics"),

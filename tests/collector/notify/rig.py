@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 
 from collector.ledger.store import Ledger
-from collector.notify.changes import FleetIndex
+from collector.notify.changes import FleetIndex, ReleasePlan
 from collector.notify.delivery import Notifier
 from collector.notify.messages import Event, Facts, Links
 from collector.notify.outbox import Outbox
@@ -26,7 +26,7 @@ from collector.records import (
 from tests.collector.notify.fake_services import FakeService
 
 T0 = 1_790_000_000.0
-LINKS = Links("http://collector.example:8080", "http://grafana.example:3000/d/gpufleet")
+LINKS = Links("http://collector.example:8080", "http://grafana.example:3000")
 
 
 class HandClock:
@@ -112,7 +112,13 @@ def release_rec(
     )
 
 
-def index_for(*recs: Recommendation, team: str = "vision", user: str = "alice") -> FleetIndex:
+def index_for(
+    *recs: Recommendation,
+    team: str = "vision",
+    user: str = "alice",
+    plans: dict[str, ReleasePlan] | None = None,
+) -> FleetIndex:
+    """Each GPU ``GPU-<n>-<i>`` of the recommendations is ``gpu-node-00 #<i + 4>``."""
     refs = {
         r.workload_key: WorkloadRef(
             r.workload_key, "kubernetes_pod", r.workload_key, r.namespace, team, user
@@ -120,7 +126,8 @@ def index_for(*recs: Recommendation, team: str = "vision", user: str = "alice") 
         for r in recs
     }
     models = {u: "H100" for r in recs for u in r.gpu_uuids}
-    return FleetIndex(refs, models)
+    names = {u: f"gpu-node-00 #{int(u.rsplit('-', 1)[1]) + 4}" for r in recs for u in r.gpu_uuids}
+    return FleetIndex(refs, models, names, plans or {})
 
 
 def simple_event(key: str, namespace: str = "ml", severity: str = "warning") -> Event:

@@ -9,10 +9,12 @@ real HTTP, SimClock) from a YAML file read by the real settings loader. The seco
 from __future__ import annotations
 
 import dataclasses
+import json
 import subprocess
 import sys
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
@@ -49,7 +51,19 @@ notifications:
 
 def release_titles(chat: FakeService) -> list[str]:
     titles = [r.json["card"]["header"]["title"]["content"] for r in chat.accepted]
-    return sorted(t for t in titles if "idle GPU(s) held by" in t)
+    return sorted(t for t in titles if t.startswith("Release 1 idle "))
+
+
+def in_words(key: str) -> str:
+    """How a message names a workload (by hand: pod:NS/NAME, slurm:ID)."""
+    kind, _, rest = key.partition(":")
+    return f"pod {rest}" if kind == "pod" else f"Slurm job {rest}"
+
+
+def command_for(key: str) -> str:
+    kind, _, rest = key.partition(":")
+    namespace, _, name = rest.partition("/")
+    return f"kubectl delete pod -n {namespace} {name}" if kind == "pod" else f"scancel {rest}"
 
 
 def test_a_configured_channel_gets_the_stuck_jobs_release_signed(tmp_path: Path) -> None:
@@ -61,7 +75,7 @@ def test_a_configured_channel_gets_the_stuck_jobs_release_signed(tmp_path: Path)
     port = free_port()
     settings = dataclasses.replace(
         loaded,
-        server=ServerSettings(port=port, tokens=[TOKEN]),
+        server=ServerSettings(port=port, tokens=[TOKEN], public_url=f"http://127.0.0.1:{port}"),
         ledger=LedgerSettings(url=str(tmp_path / "demo.db")),
     )
     collector = build_collector(settings, clock, tokens=frozenset([TOKEN]))
@@ -90,8 +104,19 @@ def test_a_configured_channel_gets_the_stuck_jobs_release_signed(tmp_path: Path)
     stuck = sorted(j.workload.key for j in fleet.jobs_of_kind(ActivityKind.STUCK))
     # every stuck job (idle notebooks get theirs too), each once
     titles = release_titles(chat)
-    assert {f"1 idle GPU(s) held by {k}" for k in stuck} <= set(titles)
+    for key in stuck:  # "Release 1 idle A100 held by pod research/sweep-worker-3283c"
+        assert any(t.endswith(f" held by {in_words(key)}") for t in titles), (key, titles)
     assert len(titles) == len(set(titles))
+    for key in stuck:  # each stuck job's message: its command and its console link
+        (card,) = [
+            r.json["card"]
+            for r in chat.accepted
+            if r.json["card"]["header"]["title"]["content"].endswith(in_words(key))
+        ]
+        content = card["body"]["elements"][0]["content"]
+        assert f"`{command_for(key)}`" in content
+        rec_id = quote(f"release_idle:{key}", safe="")
+        assert f"http://127.0.0.1:{port}/ui/recommendations?id={rec_id}" in json.dumps(card)
     assert all(r.ok for r in chat.received)  # the fake refuses a wrong signature (19021)
     first = chat.accepted[0].json
     assert {"timestamp", "sign", "msg_type", "card"} <= set(first)
@@ -130,5 +155,7 @@ def test_gpufleet_demo_with_a_config_file_sends_to_the_channel(tmp_path: Path) -
         chat.close()
     assert done.returncode == 0, done.stderr
     titles = release_titles(chat)
-    assert sum("sweep-worker" in t or "slurm:" in t for t in titles) == 3, (titles, done.stderr)
+    assert sum("sweep-worker" in t or "Slurm job" in t for t in titles) == 3, (titles, done.stderr)
     assert all(r.ok for r in chat.received)
+    # the demo sets server.public_url to its own URL: the messages link its console
+    assert all(f"http://127.0.0.1:{port}/ui/" in r.body.decode() for r in chat.accepted)

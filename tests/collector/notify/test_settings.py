@@ -98,3 +98,16 @@ def test_auto_release_is_off_and_dry_run_by_default() -> None:
     assert actions.default.mode == "off" and actions.default.dry_run
     assert not actions.any_enabled()
     assert CollectorSettings().notifications.channels == []
+
+
+def test_directory_and_owner_routes_are_checked_naming_the_key(tmp_path: Path) -> None:
+    (tmp_path / "url").write_text(URL + "\n")
+    channels = f"channels: [{{name: cn, kind: feishu, url_file: {tmp_path / 'url'}}}]"
+    with pytest.raises(ConfigError, match=r"notifications\.teams\.vision\.channels.*'nope'"):
+        load(tmp_path, f"notifications:\n  {channels}\n  teams: {{vision: {{channels: [nope]}}}}\n")
+    with pytest.raises(ConfigError, match=r"notifications\.routes\[0\]: give channels"):
+        load(tmp_path, f"notifications:\n  {channels}\n  routes: [{{namespaces: [ml]}}]\n")
+    with pytest.raises(ConfigError, match="slak"):  # a misspelt service is refused, not ignored
+        load(tmp_path, f"notifications:\n  {channels}\n  users: {{alice: {{slak: U1}}}}\n")
+    ok = load(tmp_path, f"notifications:\n  {channels}\n  routes: [{{to_owner_team: true}}]\n")
+    assert ok.notifications.routes[0].to_owner_team

@@ -145,7 +145,7 @@ def test_routes_send_each_change_to_the_matching_channels_once(tmp_path: Path) -
         card = cv_chat.accepted[0].json["card"]
         assert (
             card["header"]["title"]["content"]
-            == "pod:cv/notebook-2 占用的 2 张 GPU 一直空闲，建议释放"
+            == "建议释放 Pod cv/notebook-2 占用的 2 张空闲的 H100"
         )
 
 

@@ -1,4 +1,4 @@
-"""Recommendation rules: release, scale down, right-size, pricing plan."""
+"""Recommendation rules: release, scale down, right-size (pricing plans: test_pricing.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from collector.recommend.lifecycle import RecommendPolicy, evaluate
 from collector.records import (
     GpuState,
     GpuView,
+    ModelHour,
     ModelUsage,
     Recommendation,
     RecommendationKind,
@@ -18,6 +19,7 @@ from collector.records import (
     WorkloadProfile,
     WorkloadRef,
 )
+from tests.collector.recommend.pricing_curves import pool
 
 NOW = 1_800_000_000.0
 WINDOW = 1800.0
@@ -39,8 +41,9 @@ def gpu(uuid: str, state: GpuState, idle_for: float | None = None, node: str = "
 
 
 def run(gpus: list[GpuView] = [], profiles: list[WorkloadProfile] = [],  # noqa: B006
-        models: list[ModelUsage] = [], prices: PriceBook = PRICES) -> list[Recommendation]:  # noqa: B006  # fmt: skip
-    return evaluate(gpus, profiles, models, prices, CARBON, SETTINGS, NOW, POLICY)
+        models: list[ModelUsage] = [], prices: PriceBook = PRICES,  # noqa: B006
+        hours: list[ModelHour] = []) -> list[Recommendation]:  # noqa: B006  # fmt: skip
+    return evaluate(gpus, profiles, models, prices, CARBON, SETTINGS, NOW, POLICY, hours=hours)
 
 
 def stuck(idle_for: float) -> list[GpuView]:
@@ -148,34 +151,6 @@ def test_no_right_size_when_short_lived_or_when_nothing_fits() -> None:
     assert run(profiles=[profile("GeForce RTX 4090", GB, GB, 0.01)]) == []
 
 
-LOOKBACK = SETTINGS.pricing_lookback_seconds
-
-
-def usage(fraction: float, count: int = 8, coverage: float = 1.0) -> ModelUsage:
-    observed = count * LOOKBACK * coverage
-    return ModelUsage("H100", "n1", count, observed, observed * fraction, observed * fraction * 0.8)
-
-
-def test_pricing_switches_to_reserved_only_past_break_even_plus_margin() -> None:
-    break_even = 4.27 / 6.88  # 0.62; with the 0.1 margin: 0.72
-    assert run(models=[usage(break_even + 0.05)]) == []
-    assert run(models=[usage(0.75, coverage=0.4)]) == []  # too little data
-    [rec] = run(models=[usage(0.75)])
-    assert (rec.id, rec.kind) == ("pricing_plan:model:H100", RecommendationKind.PRICING_PLAN)
-    assert "reserved" in rec.title
-    assert rec.savings.money_per_hour == pytest.approx((6.88 * 0.75 - 4.27) * 8)
-
-
-def test_pricing_switches_reserved_fleet_to_on_demand_below_break_even_minus_margin() -> None:
-    book = PriceBook.from_mapping({"currency": "USD", "models": {"H100": {
-        "on_demand_per_gpu_hour": 4.0, "reserved_per_gpu_hour": 2.4,
-        "current_plan": "reserved"}}})  # fmt: skip
-    assert run(models=[usage(0.55)], prices=book) == []  # break-even 0.6, margin 0.1
-    [rec] = run(models=[usage(0.4)], prices=book)
-    assert "on_demand" in rec.title
-    assert rec.savings.money_per_hour == pytest.approx((2.4 - 4.0 * 0.4) * 8)
-
-
 def test_every_declared_kind_is_one_a_rule_produces() -> None:
     """The kinds the collector exports (``gpufleet_recommendations_open``) and the dashboards
     list are the ones ``evaluate`` can make: a declared kind that nothing produces would show
@@ -187,18 +162,6 @@ def test_every_declared_kind_is_one_a_rule_produces() -> None:
         gpu("M", GpuState.UNALLOCATED, WINDOW, node="n4"),
     ]
     gpus = [*stuck(WINDOW), gpu("A", GpuState.UNALLOCATED, WINDOW, node="n2"), *spread]
-    recs = run(gpus, [profile("H100", 3 * GB, 4 * GB, 0.05)], [usage(0.75)])
+    models, hours = pool([8.0], gpu_count=8)  # 8 of 8 allocated all month: reserve them
+    recs = run(gpus, [profile("H100", 3 * GB, 4 * GB, 0.05)], models, hours=hours)
     assert {rec.kind for rec in recs} == set(RecommendationKind)
-
-
-def test_pricing_judges_each_node_at_its_own_plan() -> None:
-    """n1 pays the book (on demand), n2's override has it reserved: at 40 % allocated n1
-    stays on demand and n2 should leave its reservation (break-even 0.62 - margin 0.1)."""
-    book = PriceBook.from_mapping({"currency": "USD", "models": {"H100": {
-        "on_demand_per_gpu_hour": 6.88, "reserved_per_gpu_hour": 4.27}},
-        "node_overrides": {"n2": {"H100": {"current_plan": "reserved"}}}})  # fmt: skip
-    observed = 8 * LOOKBACK
-    on_n2 = ModelUsage("H100", "n2", 8, observed, observed * 0.4, observed * 0.3)
-    [rec] = run(models=[usage(0.4), on_n2], prices=book)
-    assert (rec.subject, rec.evidence["nodes"]) == ("model:H100@n2", ["n2"])
-    assert rec.savings.money_per_hour == pytest.approx((4.27 - 6.88 * 0.4) * 8)

@@ -20,7 +20,7 @@ pytestmark = [
     pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian package chromium is not installed"),
 ]
 
-PAGES = ["/ui/", "/ui/idle", "/ui/recommendations", "/ui/energy"]
+PAGES = ["/ui/", "/ui/idle", "/ui/recommendations", "/ui/energy", "/ui/plans"]
 WASTING = ("allocated_idle", "unallocated")
 
 
@@ -190,6 +190,23 @@ def test_energy_page_by_namespace_equals_the_api(tab: Tab, demo: RunningDemo) ->
     assert set(shown_rows) == set(expected)
     for name, joules in expected.items():
         assert shown(shown_rows[name].locator("[data-col='kwh']").inner_text(), joules / 3.6e6, 2)
+
+
+def test_plans_page_equals_the_api(tab: Tab, demo: RunningDemo) -> None:
+    page = tab.open("/ui/plans")
+    now = api(demo, "/v1/fleet")["now"]
+    report = api(demo, "/v1/plans", start=now - 30 * 86400, end=now)
+    assert report["rows"], "the demo's pools"
+    assert shown(tab.figure("cost-today"), report["total"]["today"], 2)
+    assert shown(tab.figure("cost-recommended"), report["total"]["recommended"], 2)
+    rows = page.locator("[data-table='plans'] tbody tr")
+    pools = [rows.nth(i).get_attribute("data-pool") for i in range(rows.count())]
+    assert pools == [r["subject"] for r in report["rows"]] + ["total"]
+    for i, row in enumerate(report["rows"]):
+        cell = rows.nth(i).locator("[data-col='all_on_demand']").inner_text()
+        assert shown(cell, row["costs"]["all_on_demand"], 2)
+    gap = page.locator("[data-figure='utilisation-gap']").inner_text()
+    assert "70.0%" in gap
 
 
 def test_recommendations_page_shows_savings_and_dismisses(tab: Tab, demo: RunningDemo) -> None:
