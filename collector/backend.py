@@ -16,7 +16,7 @@ import math
 from collections.abc import Collection, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from agent.model import BatchAck
 from collector.health import WritePath
@@ -225,6 +225,17 @@ class RatesSource(Protocol):
     def fleet_rates(self, now: float) -> FleetRates: ...
 
 
+class ReadVersion(NamedTuple):
+    """Counters that move whenever what the read routes answer may have changed: the
+    cache key of their encoded views (collector/http/views.py). Equal versions promise
+    equal data; unequal ones only that it may differ."""
+
+    #: the live fleet (GPUs, states, readings, duplicate claims)
+    fleet: int
+    #: the ledger (rollups, recommendations, dismissals)
+    ledger: int
+
+
 class CollectorBackend(Protocol):
     """The stateful core as the edge sees it. Every method but ``submit`` is called from
     worker threads (several at once), ``submit`` from the event loop's: implementations
@@ -281,6 +292,10 @@ class CollectorBackend(Protocol):
 
     def fleet_totals(self) -> FleetTotals: ...
 
+    def read_version(self) -> ReadVersion:
+        """Cheap (no lock, no I/O): called on the event loop before every cached read."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class FleetSummary:
@@ -306,6 +321,21 @@ class FleetResponse:
 
 
 @dataclass(frozen=True, slots=True)
+class FleetPageResponse:
+    """``GET /v1/fleet`` with a filter, ``limit`` or ``cursor``: the GPUs matching, one
+    page of them; ``summary`` and ``duplicate_gpus`` are still the whole fleet's."""
+
+    now: float
+    summary: FleetSummary
+    gpus: Sequence[GpuView]
+    duplicate_gpus: Sequence[DuplicateGpu]
+    #: GPUs matching the filter, on every page
+    total: int
+    #: pass as ``cursor`` for the next page; None on the last
+    next_cursor: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class WorkloadsResponse:
     """``GET /v1/workloads``: ``start``/``end`` as asked; the ledger keeps hourly totals, so
     the figures cover the whole hours the range touches, ``covered_start`` to
@@ -324,6 +354,16 @@ class RecommendationsResponse:
 
     statuses: Sequence[str]
     recommendations: Sequence[Recommendation]
+
+
+@dataclass(frozen=True, slots=True)
+class RecommendationsPageResponse:
+    """``GET /v1/recommendations`` with a filter, ``limit`` or ``cursor``."""
+
+    statuses: Sequence[str]
+    recommendations: Sequence[Recommendation]
+    total: int
+    next_cursor: str | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import msgspec
 
 HOUR_SECONDS = 3600.0
+DAY_SECONDS = 24 * HOUR_SECONDS
 MONTH_HOURS = 730.0  # 365 * 24 / 12
 
 

@@ -22,6 +22,7 @@ from collector.accounting.rates import Rates
 from collector.backend import (
     FleetTotals,
     HealthReport,
+    ReadVersion,
     RejectReason,
     WorkloadReport,
 )
@@ -100,6 +101,9 @@ class CollectorService:
 
     def dismiss(self, rec_id: str, now: float) -> Recommendation | None:
         return self.ledger.dismiss_recommendation(rec_id, now)
+
+    def read_version(self) -> ReadVersion:
+        return ReadVersion(self.live.version, self.ledger.writes)
 
     def health(self) -> HealthReport:
         """The ledger answers (a ping) and the write path works (collector/ledger/

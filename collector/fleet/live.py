@@ -81,6 +81,9 @@ class LiveFleet:
         self._waiting: dict[str, list[tuple[float, int]]] = {}
         #: pending batches now fully applied, not yet committed as done
         self._done: list[int] = []
+        #: bumped by every change a reader could see (a batch buffered, samples applied,
+        #: GPUs forgotten, a duplicate refused): the read views' cache key (http/views.py)
+        self.version = 0
 
     # -- ingest's side --------------------------------------------------------------------
 
@@ -100,6 +103,7 @@ class LiveFleet:
                 if owner is not None and owner != batch.node:
                     dup = self.duplicates.refuse(info.uuid, owner, batch.node, received_at)
                     found.append((i, dup))
+            self.version += bool(found)
         return found
 
     def refuse_past_limits(self, batch: Batch, at: float, tally: GroupTally) -> Breach | None:
@@ -128,6 +132,7 @@ class LiveFleet:
         node has none), except on ``replay`` after a restart (a pending batch's samples
         applied before the crash)."""
         with self.lock:
+            self.version += 1
             self._node_labels[batch.node] = dict(batch.node_labels)
             if received_at is not None:
                 self.bounds.heard_from(batch, received_at)
@@ -210,9 +215,11 @@ class LiveFleet:
                 if (result := self._apply(gpu, flush, now)) is None:
                     continue
                 self._mig.applied(gpu, before, result.samples)
+                self.version += 1
                 yield gpu, result
         for gpu in mig_parents:
             if gpu.buffered and (result := self._apply(gpu, flush, now)) is not None:
+                self.version += 1
                 yield gpu, result
 
     def _apply(self, gpu: TrackedGpu, flush: bool, now: float) -> Applied | None:
@@ -250,6 +257,7 @@ class LiveFleet:
             gone = {u: self._gpus.pop(u).node for u in self.bounds.silent(idle, now)}
             nodes = self.bounds.forget(gone, now)  # and workloads and label values unseen
             if gone:
+                self.version += 1
                 self._waiting = {u: w for u, w in self._waiting.items() if u not in gone}
                 self._mig.forget(gone)
                 self.clocks.forget(nodes)

@@ -41,20 +41,19 @@ from starlette.types import Scope as AsgiScope
 
 from collector.backend import (
     CollectorBackend,
-    FleetResponse,
     IngestError,
-    RecommendationsResponse,
     RejectReason,
     WorkloadsResponse,
-    summarise_fleet,
 )
 from collector.config import CollectorSettings
 from collector.health import ReadinessResponse
 from collector.http.admission import Admission, Ticket
 from collector.http.auth import AuthExporter, Gate, Scope, Token
 from collector.http.openapi import docs_page, openapi_document
-from collector.http.query import QueryError, parse_statuses, parse_window
+from collector.http.query import QueryError, parse_window
+from collector.http.reads import ReadRoutes
 from collector.http.responses import ENCODER, Handler, error_response, json_response
+from collector.http.views import ViewCache
 from collector.ingest.body import too_large
 from collector.metrics.exporter import FleetExporter
 from collector.usage_report import ledger_period
@@ -74,12 +73,15 @@ def create_app(
     clock: Callable[[], float] = time.time,
     extra_routes: Sequence[BaseRoute] = (),
     collectors: Sequence[Collector] = (),
+    views: ViewCache | None = None,
 ) -> Starlette:
     """The ASGI app. ``tokens``: the process's Gate (which the console and Alertmanager
     routes share), or tokens from collector.http.tokens.load_tokens (plain strings: bare
     tokens, of every scope); ``clock`` gives Unix seconds (tests pass a fixed one);
     ``extra_routes`` add pages (the web UI); ``collectors`` add their families to
-    ``/metrics`` (the InfluxDB sink, the notifier)."""
+    ``/metrics`` (the InfluxDB sink, the notifier); ``views``: the cache of encoded read views
+    (collector/http/views.py), shared with the console's routes so the live fleet is read
+    once per change for both; None: a cache of its own that rebuilds after every change."""
     gate = Gate.of(tokens, settings.server)
     registry = CollectorRegistry(auto_describe=True)
     registry.register(FleetExporter(backend, clock))
@@ -89,6 +91,7 @@ def create_app(
     api = _Api(backend, settings, gate, clock)
     registry.register(api.admission)
     guard = gate.guard
+    reads = ReadRoutes(backend, clock, views or ViewCache(clock))
     metrics = _metrics_endpoint(registry)
     if settings.server.metrics_require_token:
         metrics = guard(Scope.METRICS, metrics)
@@ -97,9 +100,9 @@ def create_app(
     openapi, docs = _document_endpoints()
     routes: list[BaseRoute] = [
         Route("/v1/batches", batches, methods=["POST"]),
-        Route("/v1/fleet", guard(Scope.READ, api.get_fleet), methods=["GET"]),
+        Route("/v1/fleet", guard(Scope.READ, reads.fleet), methods=["GET"]),
         Route("/v1/workloads", guard(Scope.READ, api.get_workloads), methods=["GET"]),
-        Route("/v1/recommendations", guard(Scope.READ, api.get_recommendations), methods=["GET"]),
+        Route("/v1/recommendations", guard(Scope.READ, reads.recommendations), methods=["GET"]),
         # :path, because an id may hold a slash ("release_idle:pod:ml/notebook-7")
         Route("/v1/recommendations/{rec_id:path}/dismiss", dismiss, methods=["POST"]),
         Route("/healthz", api.healthz, methods=["GET"]),
@@ -200,12 +203,6 @@ class _Api:
             log.warning("batches are stored again")
         return json_response(ack)
 
-    async def get_fleet(self, request: Request) -> Response:
-        now = self.clock()
-        views = await run_in_threadpool(self.backend.fleet, now)
-        duplicates = await run_in_threadpool(self.backend.duplicate_gpus)
-        return json_response(FleetResponse(now, summarise_fleet(views), views, duplicates))
-
     async def get_workloads(self, request: Request) -> Response:
         try:
             start, end = parse_window(request.query_params, self.clock())
@@ -214,14 +211,6 @@ class _Api:
         reports = await run_in_threadpool(self.backend.workloads, start, end)
         covered = ledger_period(start, end, self.clock())
         return json_response(WorkloadsResponse(start, end, reports, covered.start, covered.end))
-
-    async def get_recommendations(self, request: Request) -> Response:
-        try:
-            statuses = parse_statuses(request.query_params.get("status"))
-        except QueryError as err:
-            return error_response(422, str(err), err.field, "bad_query")
-        recs = await run_in_threadpool(self.backend.recommendations, statuses)
-        return json_response(RecommendationsResponse([s.value for s in statuses], recs))
 
     async def dismiss(self, request: Request) -> Response:
         rec_id = request.path_params["rec_id"]

@@ -18,22 +18,31 @@ import msgspec
 from agent.model import SCHEMA_VERSION, Batch, BatchAck
 from collector.backend import (
     ErrorResponse,
+    FleetPageResponse,
     FleetResponse,
     HealthReport,
+    RecommendationsPageResponse,
     RecommendationsResponse,
     WorkloadsResponse,
 )
 from collector.health import ReadinessResponse
+from collector.http.query import MAX_LIMIT
 from collector.http.tokens import Scope
-from collector.records import Recommendation, RecommendationStatus
+from collector.read_answers import FleetSummaryResponse, GpuUsagePageResponse, GpuUsageResponse
+from collector.records import GpuState, Recommendation, RecommendationKind, RecommendationStatus
 
 _SCHEMA_TYPES: tuple[Any, ...] = (
     Batch,
     BatchAck,
     ErrorResponse,
     FleetResponse,
+    FleetPageResponse,
+    FleetSummaryResponse,
+    GpuUsageResponse,
+    GpuUsagePageResponse,
     WorkloadsResponse,
     RecommendationsResponse,
+    RecommendationsPageResponse,
     Recommendation,
     HealthReport,
     ReadinessResponse,
@@ -68,6 +77,54 @@ def _query(name: str, description: str, example: str) -> dict[str, Any]:
         "description": description,
         "schema": schema,
     }
+
+
+def _either(first: str, second: str, description: str) -> dict[str, Any]:
+    schema = {"oneOf": [_ref(first), _ref(second)]}
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _cached(responses: dict[str, Any]) -> dict[str, Any]:
+    """A view encoded once per change: its ETag, and 304 for If-None-Match."""
+    etag = {
+        "description": "The answer's tag: send it as If-None-Match",
+        "schema": {"type": "string"},
+    }
+    for status, response in responses.items():
+        if status.startswith("2"):
+            response["headers"] = {"ETag": etag}
+    responses["304"] = {"description": "Unchanged since the If-None-Match tag (no body)",
+                        "headers": {"ETag": etag}}  # fmt: skip
+    return responses
+
+
+def _pages(*filters: tuple[str, str, str]) -> list[dict[str, Any]]:
+    """Filter parameters (each a comma-separated list), ``limit`` and ``cursor``, and
+    If-None-Match; any filter, limit or cursor makes the answer a page."""
+    return [
+        *(_query(name, f"{about} (comma-separated; any matches)", example)
+          for name, about, example in filters),
+        _query("limit", f"At most this many items (1..{MAX_LIMIT}); default all", "200"),
+        _query("cursor", "The previous page's next_cursor", "WyJmbGVldCIsIm4xIiwwLCJHLTEiXQ"),
+        {"name": "If-None-Match", "in": "header", "required": False,
+         "description": "An ETag from an earlier answer: 304 while unchanged",
+         "schema": {"type": "string"}},
+    ]  # fmt: skip
+
+
+_PAGE_ERROR = "Bad filter, limit or cursor ('field' names the parameter)"
+
+
+def _gpu_filters() -> tuple[tuple[str, str, str], ...]:
+    states = ", ".join(GpuState)
+    return (
+        ("state", f"GPU states: {states}", "allocated_idle,unallocated"),
+        ("node", "Node names", "gpu-node-1"),
+        ("namespace", "Namespaces of a workload holding the GPU", "ml"),
+        ("team", "Teams of a workload holding the GPU", "vision"),
+        ("model", "GPU models", "H100"),
+        ("workload", "Keys of a workload holding the GPU", "pod:ml/notebook-7"),
+    )
 
 
 def _operation(
@@ -129,8 +186,29 @@ def _paths() -> dict[str, Any]:
     read, admin = Scope.READ, Scope.ADMIN
     return {
         "/v1/batches": {"post": _ingest_operation()},
-        "/v1/fleet": {"get": _operation("Every GPU with its state now", {
-            "200": _json("FleetResponse", "The fleet now")}, read)},
+        "/v1/fleet": {"get": _operation(
+            "Every GPU with its state now; with a filter, limit or cursor the matching page",
+            _cached({"200": _either("FleetResponse", "FleetPageResponse",
+                                    "The fleet now (FleetPageResponse when paged)"),
+                     "422": _error(_PAGE_ERROR)}),
+            read, parameters=_pages(*_gpu_filters()))},
+        "/v1/fleet/summary": {"get": _operation(
+            "The fleet and each node at a glance (nodes by waste), without a per-GPU list",
+            _cached({"200": _json("FleetSummaryResponse", "The fleet now")}), read)},
+        "/v1/gpus/usage": {"get": _operation(
+            "Every GPU with its hourly price and usage over the hours [start, end) touches;"
+            " with a filter, limit or cursor the matching page",
+            _cached({"200": _either("GpuUsageResponse", "GpuUsagePageResponse",
+                                    "GPUs with usage (GpuUsagePageResponse when paged)"),
+                     "422": _error("Bad start or end, or " + _PAGE_ERROR)}),
+            read,
+            parameters=[
+                _query("start", "Unix seconds or ISO 8601; before end; default end - 24 h",
+                       "2026-01-01T00:00:00Z"),
+                _query("end", "Unix seconds or ISO 8601; after start; default now",
+                       "1767225600"),
+                *_pages(*_gpu_filters()),
+            ])},
         "/v1/workloads": {"get": _operation(
             "Energy, carbon, idle time and waste per workload over [start, end); start must "
             "be before end",
@@ -145,11 +223,18 @@ def _paths() -> dict[str, Any]:
                        "1767225600"),
             ])},
         "/v1/recommendations": {"get": _operation(
-            "Recommendations, most valuable first",
-            {"200": _json("RecommendationsResponse", "Matching recommendations"),
-             "422": _error("Unknown status")},
+            "Recommendations, most valuable first; with a filter, limit or cursor the "
+            "matching page",
+            _cached({"200": _either("RecommendationsResponse", "RecommendationsPageResponse",
+                                    "Matching recommendations (RecommendationsPageResponse "
+                                    "when paged)"),
+                     "422": _error("Unknown status, or " + _PAGE_ERROR)}),
             read,
-            parameters=[rec_status])},
+            parameters=[rec_status, *_pages(
+                ("kind", f"Kinds: {', '.join(RecommendationKind)}", "release_idle"),
+                ("namespace", "Namespaces", "ml"),
+                ("team", "Teams of the workload (one holding a GPU now)", "vision"),
+                ("node", "Nodes", "gpu-node-1"))])},
         "/v1/recommendations/{rec_id}/dismiss": {"post": _operation(
             "Dismiss a recommendation",
             {"200": _json("Recommendation", "The dismissed recommendation"),
@@ -184,8 +269,8 @@ def _stated(schemas: dict[str, Any]) -> dict[str, Any]:
         "const": SCHEMA_VERSION,
         "description": "The wire schema's version; any other is refused 422 (schema_version)",
     }
-    listed = schemas["RecommendationsResponse"]["properties"]["statuses"]
-    listed["items"] = _ref("RecommendationStatus")
+    for name in ("RecommendationsResponse", "RecommendationsPageResponse"):
+        schemas[name]["properties"]["statuses"]["items"] = _ref("RecommendationStatus")
     return schemas
 
 

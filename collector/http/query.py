@@ -1,4 +1,5 @@
-"""The read routes' query parameters: time windows and recommendation statuses.
+"""The read routes' query parameters: time windows, recommendation statuses, filters
+and pages (collector/http/pages.py).
 
 Each parser raises ``QueryError`` naming the parameter; the routes answer it with 422
 ``bad_query``.
@@ -7,12 +8,27 @@ Each parser raises ``QueryError`` naming the parameter; the routes answer it wit
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from collector.records import OPEN_STATUSES, RecommendationStatus
+from collector.http.pages import (
+    CursorError,
+    GpuFilter,
+    PageRequest,
+    RecommendationFilter,
+    decode_cursor,
+)
+from collector.records import OPEN_STATUSES, GpuState, RecommendationKind, RecommendationStatus
 
 DAY_SECONDS = 24 * 3600.0
+#: the most items one page may hold
+MAX_LIMIT = 1000
+#: the parameters that make /v1/fleet and /v1/gpus/usage answer a filtered page
+GPU_FILTERS = ("state", "node", "namespace", "team", "model", "workload")
+PAGING = ("limit", "cursor")
+#: the parameters that make /v1/recommendations answer a filtered page
+RECOMMENDATION_FILTERS = ("kind", "namespace", "team", "node")
 
 
 class QueryError(ValueError):
@@ -67,3 +83,65 @@ def parse_statuses(text: str | None) -> tuple[RecommendationStatus, ...]:
     if not statuses:
         raise QueryError("status: empty", "status")
     return tuple(statuses)
+
+
+def parse_gpu_filter(params: Any) -> GpuFilter:
+    """``state``, ``node``, ``namespace``, ``team``, ``model``, ``workload`` (keys): each a
+    comma-separated list."""
+    states = _values(params, "state")
+    known = {s.value for s in GpuState}
+    for state in states - known:
+        raise QueryError(f"state: {state!r} is not one of {', '.join(sorted(known))}", "state")
+    return GpuFilter(
+        states=states,
+        nodes=_values(params, "node"),
+        namespaces=_values(params, "namespace"),
+        teams=_values(params, "team"),
+        models=_values(params, "model"),
+        workloads=_values(params, "workload"),
+    )
+
+
+def parse_recommendation_filter(params: Any) -> RecommendationFilter:
+    """``kind``, ``namespace``, ``team``, ``node``: each a comma-separated list."""
+    kinds = _values(params, "kind")
+    known = {k.value for k in RecommendationKind}
+    for kind in kinds - known:
+        raise QueryError(f"kind: {kind!r} is not one of {', '.join(sorted(known))}", "kind")
+    return RecommendationFilter(
+        kinds=kinds,
+        namespaces=_values(params, "namespace"),
+        teams=_values(params, "team"),
+        nodes=_values(params, "node"),
+    )
+
+
+def parse_page(params: Any, view: str, shape: Sequence[type]) -> PageRequest:
+    """``limit`` (1..MAX_LIMIT; default all) and ``cursor`` (a view's ``next_cursor``)."""
+    limit = None
+    if "limit" in params:
+        text = params["limit"]
+        if not text.strip().isdigit() or not 1 <= int(text) <= MAX_LIMIT:
+            raise QueryError(f"limit: {text!r} is not a whole number 1..{MAX_LIMIT}", "limit")
+        limit = int(text)
+    after = None
+    if "cursor" in params:
+        try:
+            after = decode_cursor(params["cursor"], view, shape)
+        except CursorError as err:
+            raise QueryError(f"cursor: {err}", "cursor") from None
+    return PageRequest(limit, after)
+
+
+def asks_for_page(params: Any, names: Sequence[str]) -> bool:
+    """Whether any of ``names`` (filters) or ``limit``/``cursor`` is given."""
+    return any(name in params for name in (*names, *PAGING))
+
+
+def _values(params: Any, name: str) -> frozenset[str]:
+    if name not in params:
+        return frozenset()
+    values = frozenset(filter(None, (part.strip() for part in params[name].split(","))))
+    if not values:
+        raise QueryError(f"{name}: empty", name)
+    return values

@@ -14,6 +14,7 @@ from collector.ledger.histogram import MEMORY_BUCKETS, SM_ACTIVITY_BUCKETS, hist
 from collector.ledger.records import GpuCursor, GpuRecord
 from collector.ledger.schema import USAGE_COLUMNS
 from collector.records import (
+    DAY_SECONDS,
     IdleEpisode,
     ModelHour,
     ModelUsage,
@@ -55,14 +56,29 @@ def _workload(row: tuple[Any, ...]) -> WorkloadRef:
     return WorkloadRef(*row[:_WORKLOAD_N])
 
 
+_WORKLOAD_USAGE = ", ".join(("workload_key", *USAGE_COLUMNS))
+
+
 def usage_by_workload(
     conn: sqlite3.Connection, start: float, end: float
 ) -> list[tuple[WorkloadRef, Usage]]:
+    """The whole UTC days in [start, end) from the daily rollups (a row a day), the hours
+    before the first and after the last from the hourly ones: the same sums as the hours
+    alone (V5 keeps each day the sum of its hours)."""
+    first_day = start + (-start % DAY_SECONDS)
+    last_day = end - end % DAY_SECONDS
+    if first_day >= last_day:  # no whole day in the range
+        first_day = last_day = end
     rows = conn.execute(
-        f"SELECT {_WORKLOAD_COLS}, {_SUMS} FROM workload_usage_hourly h "
-        "JOIN workloads w ON w.key = h.workload_key "
-        "WHERE h.hour_start >= ? AND h.hour_start < ? GROUP BY w.key ORDER BY w.key",
-        (start, end),
+        f"SELECT {_WORKLOAD_COLS}, {_SUMS} FROM ("
+        f"SELECT {_WORKLOAD_USAGE} FROM workload_usage_hourly "
+        "WHERE hour_start >= ? AND hour_start < ? "
+        f"UNION ALL SELECT {_WORKLOAD_USAGE} FROM workload_usage_daily "
+        "WHERE day_start >= ? AND day_start < ? "
+        f"UNION ALL SELECT {_WORKLOAD_USAGE} FROM workload_usage_hourly "
+        "WHERE hour_start >= ? AND hour_start < ?"
+        ") h JOIN workloads w ON w.key = h.workload_key GROUP BY w.key ORDER BY w.key",
+        (start, first_day, first_day, last_day, last_day, end),
     )
     return [(_workload(r), _usage(r[_WORKLOAD_N:])) for r in rows]
 

@@ -143,7 +143,21 @@ _V4 = """
 CREATE TABLE intake_done (batch_id INTEGER PRIMARY KEY) WITHOUT ROWID;
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4)
+#: per-workload usage per UTC day (the sum of that day's hourly rows, kept by the same
+#: commit): a long /v1/workloads range reads a row a day, hours only at its partial ends
+_V5 = f"""
+CREATE TABLE workload_usage_daily (
+  day_start REAL NOT NULL, workload_key TEXT NOT NULL REFERENCES workloads(key),
+{_USAGE_SQL},
+  PRIMARY KEY (day_start, workload_key)
+) WITHOUT ROWID;
+INSERT INTO workload_usage_daily (day_start, workload_key, {", ".join(USAGE_COLUMNS)})
+  SELECT hour_start - (hour_start % 86400), workload_key,
+         {", ".join(f"SUM({c})" for c in USAGE_COLUMNS)}
+  FROM workload_usage_hourly GROUP BY 1, 2;
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5)
 
 
 def schema_version(conn: sqlite3.Connection) -> int:

@@ -91,6 +91,9 @@ class Ledger:
         self._accepted_open_lock = threading.Lock()
         #: batches that cannot be applied, kept aside (collector/ledger/quarantine.py)
         self._quarantine = Quarantine(intake_dir / "quarantine" if intake_dir else None)
+        #: write transactions committed by this process: the read views' cache key for
+        #: what comes from the ledger (rollups, recommendations; collector/http/views.py)
+        self.writes = 0
 
     @classmethod
     def open(cls, url: str, *, synchronous: str = "FULL") -> Ledger:
@@ -132,6 +135,7 @@ class Ledger:
                 conn.execute("BEGIN IMMEDIATE")
                 yield conn
                 conn.execute("COMMIT")
+                self.writes += 1
             except BaseException as err:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")

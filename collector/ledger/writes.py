@@ -5,10 +5,11 @@ from __future__ import annotations
 import operator
 import sqlite3
 from collections.abc import Iterable
+from typing import Any
 
 from collector.ledger.records import LedgerWrite
 from collector.ledger.schema import USAGE_COLUMNS
-from collector.records import HOUR_SECONDS, Usage
+from collector.records import DAY_SECONDS, Usage
 
 #: acks are kept this long; the agent drops spooled batches after 7 days
 #: (agent.config spool_max_age_seconds), so an older batch can never come back
@@ -33,13 +34,15 @@ _GPU_HOURLY = _upsert_usage("gpu_usage_hourly", ("hour_start", "gpu_uuid"))
 _GPU_TOTAL = _upsert_usage("gpu_usage_total", ("gpu_uuid",))
 _WORKLOAD_HOURLY = _upsert_usage("workload_usage_hourly", ("hour_start", "workload_key"))
 _WORKLOAD_TOTAL = _upsert_usage("workload_usage_total", ("workload_key",))
+_WORKLOAD_DAILY = _upsert_usage("workload_usage_daily", ("day_start", "workload_key"))
 
 
 def apply_write(conn: sqlite3.Connection, write: LedgerWrite) -> None:
     """Registries first (the rows below reference them), then deltas, cursors, cleanup."""
     _upsert_registries(conn, write)
     _add_usage(conn, _GPU_HOURLY, _GPU_TOTAL, write.gpu_usage.items())
-    _add_usage(conn, _WORKLOAD_HOURLY, _WORKLOAD_TOTAL, write.workload_usage.items())
+    rows = _add_usage(conn, _WORKLOAD_HOURLY, _WORKLOAD_TOTAL, write.workload_usage.items())
+    conn.executemany(_WORKLOAD_DAILY, [(hour - hour % DAY_SECONDS, *rest) for hour, *rest in rows])
     _upsert_stats(conn, write)
     conn.executemany(
         "INSERT OR REPLACE INTO idle_episodes VALUES (?, ?, ?, ?, ?)",
@@ -105,10 +108,12 @@ def _add_usage(
     hourly_sql: str,
     total_sql: str,
     deltas: Iterable[tuple[tuple[float, str], Usage]],
-) -> None:
+) -> list[tuple[Any, ...]]:
+    """The deltas added to their hours and totals; returns the rows (hour, key, *usage)."""
     rows = [(hour, key, *_usage_values(usage)) for (hour, key), usage in deltas]
     conn.executemany(hourly_sql, rows)
     conn.executemany(total_sql, [row[1:] for row in rows])
+    return rows
 
 
 def _upsert_stats(conn: sqlite3.Connection, write: LedgerWrite) -> None:
@@ -151,10 +156,13 @@ def _upsert_stats(conn: sqlite3.Connection, write: LedgerWrite) -> None:
 def prune(conn: sqlite3.Connection, now: float, retention_days: int) -> int:
     """Delete rows past retention; all-time totals, stats and pending batches stay."""
     cutoff = now - retention_days * 24 * 3600.0
+    # a UTC day's rows go once all of the day is past the cutoff, its hours with its daily
+    # row, so a range reads the same from either
+    day = cutoff - cutoff % DAY_SECONDS
     statements = (
-        # an hour goes once all of it is past the cutoff
-        ("DELETE FROM gpu_usage_hourly WHERE hour_start <= ?", (cutoff - HOUR_SECONDS,)),
-        ("DELETE FROM workload_usage_hourly WHERE hour_start <= ?", (cutoff - HOUR_SECONDS,)),
+        ("DELETE FROM gpu_usage_hourly WHERE hour_start < ?", (day,)),
+        ("DELETE FROM workload_usage_hourly WHERE hour_start < ?", (day,)),
+        ("DELETE FROM workload_usage_daily WHERE day_start < ?", (day,)),
         ("DELETE FROM idle_episodes WHERE end_time < ?", (cutoff,)),
         (
             "DELETE FROM recommendations WHERE status IN ('resolved', 'dismissed') "

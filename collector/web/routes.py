@@ -8,9 +8,7 @@ another origin: the Content-Security-Policy says ``'self'`` only.
 API routes added here, behind the same bearer auth as the rest of /v1 (the ``read``
 scope; dismissing from the console needs ``admin`` as well):
 
-- ``GET /v1/gpus/usage?start=&end=``: every GPU in the fleet now with its hourly price and
-  its usage (idle seconds, idle cost, energy, carbon) summed over the hourly rollups of the
-  hours [start, end) touches (``usage_report.ledger_period``, the rule of /v1/workloads).
+- ``GET /v1/fleet/summary`` and ``GET /v1/gpus/usage``: collector/web/fleet_api.py.
 - ``GET /v1/gpus/{uuid}/series?start=&end=``: recent per-minute buckets of one GPU
   (activity, power, memory) from the in-memory SeriesBuffer; 404 for a GPU never seen.
 """
@@ -21,10 +19,8 @@ import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from importlib import resources
-from typing import Protocol
 
 import msgspec
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
@@ -34,9 +30,8 @@ from collector.config import CollectorSettings
 from collector.http.auth import Gate, Scope, Token
 from collector.http.query import QueryError, parse_window
 from collector.http.responses import Handler, error_response, json_response
-from collector.ledger.records import GpuRecord
-from collector.records import Usage
-from collector.usage_report import ledger_period
+from collector.http.views import ViewCache
+from collector.web.fleet_api import FleetApi, GpuUsageSource, PriceSource
 from collector.web.series import SeriesBuffer, SeriesPoint
 
 PAGES = {"": "fleet", "idle": "idle", "recommendations": "recommendations",
@@ -49,14 +44,6 @@ SECURITY_HEADERS = {
 }
 
 
-class GpuUsageSource(Protocol):
-    def usage_by_gpu(self, start: float, end: float) -> list[tuple[GpuRecord, Usage]]: ...
-
-
-class PriceSource(Protocol):
-    def price_per_gpu_hour(self, model: str, node: str = "", plan: str = "on_demand") -> float: ...
-
-
 @dataclass(frozen=True)
 class ConsoleSources:
     """What the console reads beyond the CollectorBackend (the ledger and the price book)."""
@@ -66,23 +53,6 @@ class ConsoleSources:
     prices: PriceSource
     currency: str
     series: SeriesBuffer
-
-
-class GpuUsage(msgspec.Struct, frozen=True, kw_only=True):
-    uuid: str
-    node: str
-    index: int
-    model: str
-    #: on-demand price of one GPU-hour in ``currency``; what an idle hour of it wastes
-    price_per_hour: float
-    usage: Usage
-
-
-class GpuUsageResponse(msgspec.Struct, frozen=True, kw_only=True):
-    start: float
-    end: float
-    currency: str
-    gpus: list[GpuUsage]
 
 
 class SeriesResponse(msgspec.Struct, frozen=True, kw_only=True):
@@ -98,17 +68,22 @@ def console_routes(
     settings: CollectorSettings,
     tokens: Gate | Collection[str | Token],
     clock: Callable[[], float] = time.time,
+    views: ViewCache | None = None,
 ) -> list[BaseRoute]:
-    """Routes to pass to ``create_app(..., extra_routes=...)``; ``tokens`` as there."""
+    """Routes to pass to ``create_app(..., extra_routes=...)``; ``tokens``, ``clock`` and
+    ``views`` as there."""
     guard = Gate.of(tokens, settings.server).guard
     api = _ConsoleApi(sources, clock)
+    cache = views or ViewCache(clock)
+    reads = FleetApi(sources.backend, sources.usage, sources.prices, sources.currency, clock, cache)
     shell = _read("console.html").replace(
         "__ANONYMOUS__", "true" if settings.server.allow_anonymous else "false"
     )
     routes: list[BaseRoute] = [
         Route("/", _redirect_home, methods=["GET"]),
         Route("/ui/static/{name}", _static, methods=["GET"]),
-        Route("/v1/gpus/usage", guard(Scope.READ, api.gpu_usage), methods=["GET"]),
+        Route("/v1/fleet/summary", guard(Scope.READ, reads.summary), methods=["GET"]),
+        Route("/v1/gpus/usage", guard(Scope.READ, reads.gpu_usage), methods=["GET"]),
         Route("/v1/gpus/{uuid}/series", guard(Scope.READ, api.series), methods=["GET"]),
     ]
     for path, page in PAGES.items():
@@ -147,32 +122,6 @@ class _ConsoleApi:
     def __init__(self, sources: ConsoleSources, clock: Callable[[], float]) -> None:
         self.sources = sources
         self.clock = clock
-
-    async def gpu_usage(self, request: Request) -> Response:
-        try:
-            start, end = parse_window(request.query_params, self.clock())
-        except QueryError as err:
-            return error_response(422, str(err), err.field, "bad_query")
-        gpus = await run_in_threadpool(self._gpu_usage, start, end)
-        currency = self.sources.currency
-        return json_response(GpuUsageResponse(start=start, end=end, currency=currency, gpus=gpus))
-
-    def _gpu_usage(self, start: float, end: float) -> list[GpuUsage]:
-        period = ledger_period(start, end, self.clock())
-        rows = self.sources.usage.usage_by_gpu(period.start, period.end)
-        used = {record.uuid: usage for record, usage in rows}
-        prices = self.sources.prices
-        return [
-            GpuUsage(
-                uuid=v.uuid,
-                node=v.node,
-                index=v.index,
-                model=v.model,
-                price_per_hour=prices.price_per_gpu_hour(v.model, v.node) * v.price_fraction,
-                usage=used.get(v.uuid, Usage()),
-            )
-            for v in self.sources.backend.fleet(self.clock())
-        ]
 
     async def series(self, request: Request) -> Response:
         uuid = request.path_params["uuid"]

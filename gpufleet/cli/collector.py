@@ -23,6 +23,7 @@ from collector.analysis.cost import PriceBook
 from collector.config import CollectorSettings
 from collector.http.app import create_app
 from collector.http.auth import Gate, Token, load_tokens
+from collector.http.views import ViewCache
 from collector.influx.hooks import InfluxObserver, InfluxSinkMetrics, build_influx_sink
 from collector.ledger.store import Ledger
 from collector.metrics.exporter import RatesExporter
@@ -45,6 +46,9 @@ log = logging.getLogger("gpufleet.collector")
 #: touches, not the samples: bench/collector_throughput.py)
 CHECK_EVERY_SECONDS = 5.0
 PRUNE_EVERY_SECONDS = 6 * 3600.0
+#: how young a cached read view (/v1/fleet, the console's) is served though the fleet
+#: changed since: a fleet at 1 Hz changes with every batch (collector/http/views.py)
+VIEW_REFRESH_SECONDS = 1.0
 
 
 def add_parser(commands: Any) -> None:
@@ -151,13 +155,14 @@ def build_collector(
     console = ConsoleSources(core.service, ledger, prices, rates.currency, series)
     alerting = build_alerting(settings, ledger, clock, gate)
     live_rates = LiveRates(core.fleet.views, rates, core.fleet.node_labels)
+    views = ViewCache(clock, refresh_seconds=VIEW_REFRESH_SECONDS)  # the API's and console's
     app = create_app(
         core.service,
         settings,
         gate,
         clock,
         extra_routes=[
-            *console_routes(console, settings, gate, clock),
+            *console_routes(console, settings, gate, clock, views),
             *plans_routes(ledger, prices, settings, gate, clock),
             *(alerting.routes if alerting is not None else []),
         ],
@@ -167,6 +172,7 @@ def build_collector(
             *([InfluxSinkMetrics(influx)] if influx is not None else []),
             *([alerting.exporter] if alerting is not None and alerting.exporter else []),
         ],
+        views=views,
     )
     if influx is not None:
         influx.start()

@@ -1,4 +1,5 @@
 // The console's entry: sign-in, language, and a page that redraws itself every 15 s.
+// Every page gets the fleet's summary (no per-GPU list) and fetches what it shows itself.
 import { AuthError, getJSON, setToken, token } from "./api.js";
 import { h } from "./dom.js";
 import { stamp } from "./format.js";
@@ -41,10 +42,10 @@ async function render() {
   clearTimeout(timer);
   const page = PAGES[body.dataset.page] || fleet;
   try {
-    const fleetNow = await getJSON("/v1/fleet");
-    const content = await page.render({ fleet: fleetNow, params: new URLSearchParams(location.search), redraw: render });
+    const summary = await getJSON("/v1/fleet/summary");
+    const content = await page.render({ summary, params: new URLSearchParams(location.search), redraw: render });
     main.replaceChildren(content);
-    document.getElementById("updated").textContent = t("updated", { time: stamp(fleetNow.now) });
+    document.getElementById("updated").textContent = t("updated", { time: stamp(summary.now) });
   } catch (err) {
     if (err instanceof AuthError) {
       setToken(null);

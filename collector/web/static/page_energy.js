@@ -68,13 +68,14 @@ function picker(current) {
   return h("label", { class: "picker" }, t("en.window"), " ", select);
 }
 
-export async function render({ fleet, params }) {
+export async function render({ summary, params }) {
   const name = params.get("window") in WINDOWS ? params.get("window") : "today";
-  const start = windowStart(name, fleet.now);
-  const range = { start, end: Math.max(fleet.now, start + 1) };
+  const start = windowStart(name, summary.now);
+  const range = { start, end: Math.max(summary.now, start + 1) };
+  // limit=1: the fleet's usage summed on the server, not every GPU's
   const [answer, usage] = await Promise.all([
-    getJSON(query("/v1/workloads", range)), getJSON(query("/v1/gpus/usage", range))]);
-  const total = usage.gpus.reduce((sum, g) => add(sum, g.usage), {});
+    getJSON(query("/v1/workloads", range)), getJSON(query("/v1/gpus/usage", { ...range, limit: 1 }))]);
+  const total = add({}, usage.usage);
   const cur = usage.currency;
   const other = rest(total, answer.workloads);
   const namespaces = [...group(answer.workloads, "namespace"), other].sort((a, b) => b.usage.energy_joules - a.usage.energy_joules);

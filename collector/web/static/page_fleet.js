@@ -1,4 +1,5 @@
-// Fleet: every node and GPU coloured by state, utilisation, waste now and today, power.
+// Fleet: the KPIs and state bar from /v1/fleet/summary, one card per node (most waste
+// first), and tiles for the first nodes only, more on demand: no page downloads every GPU.
 import { getJSON, query } from "./api.js";
 import { stackBar } from "./charts.js";
 import { h, kpi } from "./dom.js";
@@ -6,6 +7,11 @@ import * as f from "./format.js";
 import { t } from "./i18n.js";
 
 export const STATES = ["active", "allocated_idle", "unallocated", "unknown"];
+export const WASTING_STATES = "allocated_idle,unallocated";
+// nodes whose tiles are drawn at first (and added per "show more"): ~200 GPUs
+export const NODES_PER_PAGE = 24;
+const PAGE_LIMIT = 1000; // the most GPUs /v1/fleet answers per page
+let shownNodes = NODES_PER_PAGE; // kept across the 15 s redraws
 
 // the GPUs that waste money now, as `gpufleet demo` counts them: held idle, or unallocated
 export const wasting = (gpu) => gpu.state === "allocated_idle" || gpu.state === "unallocated";
@@ -14,9 +20,23 @@ export function workloadHref(key) {
   return "/ui/workload?" + new URLSearchParams({ key });
 }
 
-export function todayUsage(fleet) {
-  const start = f.startOfDay(fleet.now);
-  return getJSON(query("/v1/gpus/usage", { start, end: Math.max(fleet.now, start + 1) }));
+// /v1/gpus/usage since 00:00 UTC; `filters` (state, node, limit, ...) ask for a page
+export function todayUsage(now, filters = {}) {
+  const start = f.startOfDay(now);
+  return getJSON(query("/v1/gpus/usage", { start, end: Math.max(now, start + 1), ...filters }));
+}
+
+// every GPU of /v1/fleet matching `filters`, page after page
+export async function fleetGpus(filters) {
+  const gpus = [];
+  let cursor = null;
+  do {
+    const params = { ...filters, limit: PAGE_LIMIT, ...(cursor ? { cursor } : {}) };
+    const page = await getJSON(query("/v1/fleet", params));
+    gpus.push(...page.gpus);
+    cursor = page.next_cursor;
+  } while (cursor);
+  return gpus;
 }
 
 function tile(gpu) {
@@ -31,26 +51,40 @@ function tile(gpu) {
 }
 
 function nodeCard(node, gpus) {
-  const models = [...new Set(gpus.map((g) => g.model))].join(", ");
-  const idle = gpus.filter(wasting).length;
-  return h("section", { class: "node", "data-node": node },
-    h("header", {}, h("strong", {}, node), h("span", { class: "muted" }, `${models} · ${gpus.length} GPU`),
+  const idle = STATES.filter((s) => wasting({ state: s })).reduce((n, s) => n + node.gpus_by_state[s], 0);
+  return h("section", { class: "node", "data-node": node.node },
+    h("header", {}, h("strong", {}, node.node), h("span", { class: "muted" }, `${node.models.join(", ")} · ${node.gpus} GPU`),
       idle ? h("span", { class: "badge" }, t("fleet.idle_gpus", { n: idle })) : null),
-    h("div", { class: "tiles" }, gpus.map(tile)));
+    h("div", { class: "tiles" }, (gpus || []).map(tile)));
 }
 
-function byNode(gpus) {
-  const nodes = new Map();
-  for (const gpu of gpus) {
-    if (!nodes.has(gpu.node)) nodes.set(gpu.node, []);
-    nodes.get(gpu.node).push(gpu);
-  }
-  return nodes;
+// the cards of `nodes`, with their tiles fetched in one go (a page per 1,000 GPUs)
+async function nodeCards(nodes) {
+  if (!nodes.length) return [];
+  const gpus = await fleetGpus({ node: nodes.map((n) => n.node).join(",") });
+  const byNode = new Map(nodes.map((n) => [n.node, []]));
+  for (const gpu of gpus) byNode.get(gpu.node)?.push(gpu);
+  return nodes.map((n) => nodeCard(n, byNode.get(n.node)));
+}
+
+function moreButton(nodes, grid) {
+  const left = nodes.length - shownNodes;
+  if (left <= 0) return null;
+  const button = h("button", { type: "button", class: "quiet", "data-more": "nodes" },
+    t("fleet.more", { n: Math.min(left, NODES_PER_PAGE), left }));
+  button.addEventListener("click", async () => {
+    button.disabled = true;
+    const next = nodes.slice(shownNodes, shownNodes + NODES_PER_PAGE);
+    grid.append(...(await nodeCards(next)));
+    shownNodes += next.length;
+    const again = moreButton(nodes, grid);
+    button.replaceWith(again || "");
+  });
+  return button;
 }
 
 // a GPU uuid a second node claims (a cloned VM image): its batches are refused, say so loudly
-function duplicates(fleet) {
-  const found = fleet.duplicate_gpus || [];
+function duplicates(found) {
   if (!found.length) return null;
   return h("section", { class: "card alert", "data-figure": "duplicate-gpus" },
     h("h2", {}, t("fleet.duplicates")),
@@ -58,21 +92,20 @@ function duplicates(fleet) {
       t("fleet.duplicate", { uuid: d.uuid, node: d.node, by: d.claimed_by, n: f.int(d.batches_refused) })))));
 }
 
-export async function render({ fleet }) {
-  const usage = await todayUsage(fleet);
-  const price = new Map(usage.gpus.map((g) => [g.uuid, g.price_per_hour]));
-  const wasteNow = fleet.gpus.filter(wasting).reduce((sum, g) => sum + (price.get(g.uuid) || 0), 0);
-  const wasteToday = usage.gpus.reduce((sum, g) => sum + g.usage.idle_cost, 0);
+export async function render({ summary: fleet }) {
+  const [today, cards] = await Promise.all([todayUsage(fleet.now, { limit: 1 }),
+    nodeCards(fleet.nodes.slice(0, shownNodes))]);
   const summary = fleet.summary;
   const counts = STATES.map((key) => ({ key, label: t("state." + key), value: summary.gpus_by_state[key] || 0 }));
+  const grid = h("div", { class: "nodes" }, cards);
   return h("div", { class: "page" },
     h("h1", {}, t("fleet.title")),
-    duplicates(fleet),
+    duplicates(fleet.duplicate_gpus || []),
     h("div", { class: "kpis" },
-      kpi(t("fleet.gpus"), "gpus", f.int(fleet.gpus.length)),
+      kpi(t("fleet.gpus"), "gpus", f.int(counts.reduce((n, c) => n + c.value, 0))),
       kpi(t("fleet.utilisation"), "utilisation", f.pct(summary.utilisation_ratio), "", t("fleet.utilisation.note")),
-      kpi(t("fleet.waste_now"), "waste-now", f.money(wasteNow), `${usage.currency}/h`),
-      kpi(t("fleet.waste_today"), "waste-today", f.money(wasteToday), usage.currency, t("fleet.waste_today.note")),
+      kpi(t("fleet.waste_now"), "waste-now", f.money(fleet.waste_per_hour), `${fleet.currency}/h`),
+      kpi(t("fleet.waste_today"), "waste-today", f.money(today.usage.idle_cost), fleet.currency, t("fleet.waste_today.note")),
       kpi(t("fleet.power"), "power", f.kw(summary.power_watts), "kW")),
     h("section", { class: "card" },
       h("h2", {}, t("fleet.states")),
@@ -80,6 +113,7 @@ export async function render({ fleet }) {
       h("ul", { class: "legend states" }, counts.map((c) =>
         h("li", {}, h("span", { class: `swatch state-${c.key}` }), c.label, " ",
           h("strong", { "data-figure": "state-" + c.key }, f.int(c.value)))))),
-    h("h2", {}, t("fleet.nodes")),
-    h("div", { class: "nodes" }, [...byNode(fleet.gpus)].map(([node, gpus]) => nodeCard(node, gpus))));
+    h("h2", {}, t("fleet.nodes"), " ", h("span", { class: "muted small", "data-figure": "nodes" }, f.int(fleet.nodes.length))),
+    grid,
+    moreButton(fleet.nodes, grid));
 }

@@ -2,7 +2,7 @@
 import { h, kpi, table } from "./dom.js";
 import * as f from "./format.js";
 import { t } from "./i18n.js";
-import { todayUsage, wasting, workloadHref } from "./page_fleet.js";
+import { fleetGpus, todayUsage, WASTING_STATES, workloadHref } from "./page_fleet.js";
 
 function holder(gpu) {
   if (!gpu.workloads.length) return h("span", { class: "muted" }, t("unallocated"));
@@ -21,11 +21,13 @@ function row(gpu, used, now) {
     h("td", { class: "num", "data-col": "idle-energy" }, f.kwh(used.usage.idle_energy_joules)));
 }
 
-export async function render({ fleet }) {
-  const usage = await todayUsage(fleet);
+// the idle GPUs alone: /v1/fleet and /v1/gpus/usage filtered by state on the server
+export async function render({ summary }) {
+  const [gpus, usage] = await Promise.all([fleetGpus({ state: WASTING_STATES }),
+    todayUsage(summary.now, { state: WASTING_STATES })]);
   const byUuid = new Map(usage.gpus.map((g) => [g.uuid, g]));
   const blank = { price_per_hour: 0, usage: { idle_energy_joules: 0 } };
-  const idle = fleet.gpus.filter(wasting)
+  const idle = gpus
     .sort((a, b) => (a.idle_since ?? Infinity) - (b.idle_since ?? Infinity) || a.uuid.localeCompare(b.uuid));
   const cur = usage.currency;
   const wasteNow = idle.reduce((sum, g) => sum + (byUuid.get(g.uuid) || blank).price_per_hour, 0);
@@ -41,6 +43,6 @@ export async function render({ fleet }) {
       kpi(t("idle.waste_now"), "waste-now", f.money(wasteNow), `${cur}/h`),
       kpi(t("idle.energy_today"), "idle-energy", f.kwh(energy), "kWh")),
     idle.length
-      ? table(columns, idle.map((g) => row(g, byUuid.get(g.uuid) || blank, fleet.now)), { "data-table": "idle" })
+      ? table(columns, idle.map((g) => row(g, byUuid.get(g.uuid) || blank, summary.now)), { "data-table": "idle" })
       : h("p", { class: "muted" }, t("idle.none")));
 }

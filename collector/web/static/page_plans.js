@@ -44,8 +44,8 @@ function utilisation(util) {
     items.length ? h("p", {}, t("plans.util.after_all", { after: f.pct(util.after_all) })) : null);
 }
 
-export async function render({ fleet }) {
-  const report = await getJSON(query("/v1/plans", { start: fleet.now - LOOKBACK_SECONDS, end: fleet.now }));
+export async function render({ summary }) {
+  const report = await getJSON(query("/v1/plans", { start: summary.now - LOOKBACK_SECONDS, end: summary.now }));
   const cur = report.currency;
   const total = report.total;
   return h("div", { class: "page" },

@@ -4,6 +4,7 @@ import { lineChart } from "./charts.js";
 import { h, kpi } from "./dom.js";
 import * as f from "./format.js";
 import { t } from "./i18n.js";
+import { fleetGpus } from "./page_fleet.js";
 
 const HOURS = 6;
 const CHARTS = [
@@ -30,11 +31,13 @@ async function charts(gpus, now) {
     { id: c.id, title: t(c.title), unit: c.unit, max: c.max, format: c.format, tStart: from, tEnd: now, gap }));
 }
 
-export async function render({ fleet, params }) {
+export async function render({ summary, params }) {
   const key = params.get("key") || "";
-  const answer = await getJSON(query("/v1/workloads", { start: fleet.now - 86400, end: fleet.now }));
+  const now = summary.now;
+  const [answer, gpus] = await Promise.all([
+    getJSON(query("/v1/workloads", { start: now - 86400, end: now })),
+    key ? fleetGpus({ workload: key }) : []]); // the GPUs it holds, filtered on the server
   const report = answer.workloads.find((w) => w.key === key);
-  const gpus = fleet.gpus.filter((g) => g.workloads.some((w) => w.key === key));
   const head = h("h1", {}, t("wl.title"), " ", h("code", { "data-figure": "workload-key" }, key));
   if (!report) return h("div", { class: "page" }, head, h("p", { class: "muted" }, t("wl.missing", { key })));
   const u = report.usage;
@@ -48,5 +51,5 @@ export async function render({ fleet, params }) {
       kpi(t("wl.episodes"), "episodes", f.int(report.idle_episodes), "", `${t("wl.longest")}: ${f.duration(report.longest_idle_seconds)}`),
       kpi(t("wl.gpus_now"), "gpus-now", f.int(gpus.length))),
     h("h2", {}, t("wl.charts")),
-    gpus.length ? h("div", { class: "charts" }, await charts(gpus, fleet.now)) : h("p", { class: "muted" }, t("wl.no_gpus")));
+    gpus.length ? h("div", { class: "charts" }, await charts(gpus, now)) : h("p", { class: "muted" }, t("wl.no_gpus")));
 }

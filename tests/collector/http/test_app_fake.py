@@ -21,6 +21,7 @@ from collector.backend import (
     FleetTotals,
     HealthReport,
     IngestCounters,
+    ReadVersion,
     RejectReason,
     WorkloadReport,
 )
@@ -120,6 +121,10 @@ class FakeBackend:
     rejections: Counter[tuple[str, int]] = field(default_factory=Counter)
     workload_calls: list[tuple[float, float]] = field(default_factory=list)
     status_calls: list[tuple[RecommendationStatus, ...]] = field(default_factory=list)
+    #: how often ``fleet`` was read
+    fleet_calls: int = 0
+    #: bumped by ingest and dismiss, as the real one's counters move (read views' cache)
+    version: ReadVersion = field(default_factory=lambda: ReadVersion(0, 0))
     _acked: set[tuple[str, str, int]] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -132,6 +137,7 @@ class FakeBackend:
             if not duplicate:
                 self._acked.add(key)
                 self.ingested.append((batch, body, received_at))
+                self.version = self.version._replace(fleet=self.version.fleet + 1)
         ack = {"node": batch.node, "agent_boot_id": batch.agent_boot_id, "seq": batch.seq}
         if duplicate:
             return BatchAck(status="duplicate", **ack)  # type: ignore[arg-type]
@@ -162,6 +168,7 @@ class FakeBackend:
 
     def fleet(self, now: float) -> list[GpuView]:
         with self._lock:
+            self.fleet_calls += 1
             nodes = {batch.node for batch, _, _ in self.ingested}
         ingested = [view_of(uuid, node) for node in sorted(nodes) for uuid in self._uuids(node)]
         return [*self.views, *ingested]
@@ -183,6 +190,7 @@ class FakeBackend:
             return None
         rec = replace(self.recs[rec_id], status=RecommendationStatus.DISMISSED, updated_at=now)
         self.recs[rec_id] = rec
+        self.version = self.version._replace(ledger=self.version.ledger + 1)
         return rec
 
     def health(self) -> HealthReport:
@@ -195,6 +203,9 @@ class FakeBackend:
 
     def duplicate_gpus(self) -> list[DuplicateGpu]:
         return []
+
+    def read_version(self) -> ReadVersion:
+        return self.version
 
 
 def view_of(uuid: str, node: str, state: GpuState = GpuState.ACTIVE) -> GpuView:

@@ -196,7 +196,9 @@ def test_the_openapi_document_is_valid_and_lists_every_route(client: AsgiClient)
         for method in (route.methods or ()) - {"HEAD"}
     }
     documented = {(path, method) for path, ops in document["paths"].items() for method in ops}
-    assert documented == routes
+    # the console's read routes (collector/web/fleet_api.py) are mounted beside this app
+    assert documented - routes == {("/v1/fleet/summary", "get"), ("/v1/gpus/usage", "get")}
+    assert routes <= documented
     batch = document["components"]["schemas"]["Batch"]
     assert {"node", "agent_boot_id", "seq", "samples"} <= set(batch["required"])
     # each saving states its observation window and the range it supports
@@ -216,7 +218,8 @@ def test_the_openapi_document_states_values_the_types_cannot(client: AsgiClient)
     assert sorted(schemas["RecommendationStatus"]["enum"]) == sorted(statuses)
     listed = schemas["RecommendationsResponse"]["properties"]["statuses"]["items"]
     assert listed == {"$ref": "#/components/schemas/RecommendationStatus"}
-    [status] = document["paths"]["/v1/recommendations"]["get"]["parameters"]
+    parameters = document["paths"]["/v1/recommendations"]["get"]["parameters"]
+    [status] = [p for p in parameters if p["name"] == "status"]
     pattern = re.compile(status["schema"]["pattern"])
     assert pattern.match("open,notified") and pattern.match("all")
     assert not pattern.match("open,bogus")

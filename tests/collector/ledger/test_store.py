@@ -217,7 +217,8 @@ def test_prune_keeps_totals_and_recent_rows(ledger: Ledger) -> None:
     ledger.record_batch("n1", "boot", 1, old, b"{}", 0)
     ledger.commit(LedgerWrite())  # the ack reaches ack_ranges with a commit
     removed = ledger.prune(now=recent + HOUR_SECONDS, retention_days=5)
-    assert removed == 3  # the old GPU hour, the old workload hour, the old episode
+    # the old GPU hour, the old workload hour and its day (V5), the old episode
+    assert removed == 4
     assert [u.energy_joules for _, u in ledger.usage_by_gpu(0, recent + DAY)] == [3.0]
     assert ledger.usage_totals_by_gpu()[0][1].energy_joules == 10.0
     assert ledger.usage_totals_by_workload()[0][1].cost == 2.0

@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,12 +36,13 @@ def _ctrl_c_on() -> None:
 
 @contextmanager
 def running_demo(
-    port: int, history_hours: float = 2.0, speed: float = 0.001
+    port: int, history_hours: float = 2.0, speed: float = 0.001, options: Sequence[str] = ()
 ) -> Iterator[RunningDemo]:
-    """Start the demo, wait for its console line, stop it with Ctrl-C (SIGINT) after."""
+    """Start the demo (``options``: more of its command line, e.g. ``--nodes``), wait for
+    its console line, stop it with Ctrl-C (SIGINT) after."""
     command = [sys.executable, "-m", "gpufleet", "--log-level", "WARNING", "demo", "--plain",
                "--history", str(history_hours), "--speed", str(speed), "--duration", "900",
-               "--port", str(port)]  # fmt: skip
+               "--port", str(port), *options]  # fmt: skip
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200"}
     proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, preexec_fn=_ctrl_c_on)  # fmt: skip

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.collector.web.demo_process import CHROMIUM, CHROMIUM_ARGS, RunningDemo, running_demo
+from tests.collector.web.demo_process import CHROMIUM, RunningDemo, running_demo
 from tests.e2e.test_demo_command import free_port_block
 
 sync_api = pytest.importorskip("playwright.sync_api")
@@ -28,14 +28,6 @@ WASTING = ("allocated_idle", "unallocated")
 def demo() -> Iterator[RunningDemo]:
     with running_demo(free_port_block(5)) as running:
         yield running
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with sync_api.sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
 
 
 class Tab:
