@@ -42,12 +42,15 @@ def no_traceback(result: subprocess.CompletedProcess[str]) -> None:
     assert "Traceback" not in result.stderr, result.stderr
 
 
-def test_a_demo_whose_agent_port_is_taken_names_the_port_and_what_to_do(
-    taken: socket.socket,
-) -> None:
-    """The demo's third agent would listen on --port + 3; that port is taken."""
-    port = int(taken.getsockname()[1]) - 3
-    result = gpufleet("demo", "--port", str(port), "--history", "0", "--duration", "1", "--plain")
+def test_a_demo_whose_agent_port_is_taken_names_the_port_and_what_to_do() -> None:
+    """The demo's third agent would listen on --port + 3; that port is taken (the ports
+    below it were free a moment ago: free_port_block)."""
+    port = free_port_block(8)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", port + 3))
+        taken.listen()
+        result = gpufleet("demo", "--port", str(port), "--history", "0", "--duration", "1",
+                          "--plain")  # fmt: skip
     no_traceback(result)
     assert result.returncode == 2
     line = result.stderr.strip().splitlines()[-1]
