@@ -36,7 +36,14 @@ import httpx
 
 from bench.harness import print_table
 from bench.read_console import browser, fleet_page_ready_seconds, unavailable
-from bench.read_feed import History, feed, history_seconds, settings_env, wait_settled
+from bench.read_feed import (
+    FEED_BATCH_SECONDS,
+    History,
+    feed,
+    history_seconds,
+    settings_env,
+    wait_settled,
+)
 from bench.read_requests import AUTH, Endpoint, Measured, endpoints, measure, serves
 from bench.read_trees import (
     ROOT,
@@ -129,7 +136,7 @@ def run_size(trees: list[CodeTree], gpus: int, big: bool, args: argparse.Namespa
         for tree in trees:
             work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-reads-")))
             collectors.append(stack.enter_context(running_collector(tree, work, env)))
-        history = feed(collectors, gpus, seconds, args.posters)
+        history = feed(collectors, gpus, seconds, args.posters, args.batch_seconds)
         log(f"  fed {history.samples:,} GPU-samples in {history.feed_wall_seconds:.0f} s; settling")
         wait_settled(collectors, float(env.get("GPUFLEET_ANALYSIS__EVALUATION_INTERVAL_SECONDS",
                                                60)), timeout_seconds=1800)  # fmt: skip
@@ -165,6 +172,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--history-seconds", type=int, default=600, help="1 Hz history per collector")
     p.add_argument("--max-samples", type=int, default=1_200_000,
                    help="caps the history: GPUs x seconds per collector")  # fmt: skip
+    p.add_argument("--batch-seconds", type=int, default=FEED_BATCH_SECONDS,
+                   help="seconds of samples per fed batch")  # fmt: skip
     p.add_argument("--posters", type=int, default=2, help="keep-alive posters per collector")
     p.add_argument("--page-loads", type=int, default=3, help="console loads per tree")
     p.add_argument("--target-gpus", type=int, default=10_000, help="size the targets apply to")
@@ -173,6 +182,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.quick:
         args.gpus, args.requests, args.history_seconds, args.page_loads = "16", 3, 20, 1
+        args.batch_seconds = 5
         args.target_gpus = 16
     return args
 

@@ -25,10 +25,15 @@ from bench.synthetic_fleet import BATCH_SECONDS, SampleStream, build_gpus, gzipp
 
 #: the default reorder window (ingest.reorder_window_seconds) and a second of margin
 HISTORY_ENDS_BEFORE_SECONDS = 31.0
+#: the history arrives as agents drain their spools, 30 s of samples to a batch: a sixth of
+#: the requests of the agent's 5 s (the HTTP edge was a third of ingest's CPU), the same samples
+FEED_BATCH_SECONDS = 30
 #: how often the collector checks whether recommendations are due (gpufleet.cli.collector)
 EVALUATE_CHECK_SECONDS = 5.0
-#: --quick: apply, commit and evaluate every second (the defaults are 15, 60 and 60 s)
+#: --quick: apply, commit and evaluate every second (the defaults are 15, 60 and 60 s), and
+#: a reorder window of 1 s (the node clocks' estimate can put the history's end at "now")
 QUICK_INTERVALS = {
+    "GPUFLEET_INGEST__REORDER_WINDOW_SECONDS": "1",
     "GPUFLEET_INGEST__APPLY_INTERVAL_SECONDS": "1",
     "GPUFLEET_INGEST__COMMIT_INTERVAL_SECONDS": "1",
     "GPUFLEET_ANALYSIS__EVALUATION_INTERVAL_SECONDS": "1",
@@ -47,7 +52,7 @@ class History:
 
 def history_seconds(gpus: int, seconds: int, max_samples: int) -> int:
     """``seconds`` of 1 Hz history, shortened so ``gpus`` x seconds stays within
-    ``max_samples``; at least two batches per node."""
+    ``max_samples``; at least two of the agent's batches per node."""
     return max(2 * BATCH_SECONDS, min(seconds, max_samples // gpus))
 
 
@@ -70,14 +75,18 @@ def settings_env(gpus: int, seconds: int, quick: bool = False) -> dict[str, str]
     }
 
 
-def feed(collectors: Sequence[RunningCollector], gpus: int, seconds: int, posters: int) -> History:
-    """Post ``seconds`` of history of ``gpus`` GPUs to every collector; every answer 200."""
+def feed(
+    collectors: Sequence[RunningCollector], gpus: int, seconds: int, posters: int,
+    batch_seconds: int = FEED_BATCH_SECONDS,
+) -> History:  # fmt: skip
+    """Post ``seconds`` of history of ``gpus`` GPUs to every collector, each node's samples
+    ``batch_seconds`` to a batch; every answer 200."""
     start_unix = time.time() - seconds - HISTORY_ENDS_BEFORE_SECONDS
     stream = SampleStream(build_gpus(gpus), start_unix)
     feeders = [_Feeder(c, posters) for c in collectors]
     samples = batches = 0
     wall = time.perf_counter()
-    for second, body, n in gzipped_batches(stream, seconds):
+    for second, body, n in gzipped_batches(stream, seconds, batch_seconds):
         for feeder in feeders:
             feeder.work.put(body)
         samples, batches = samples + n, batches + 1
