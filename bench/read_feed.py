@@ -63,15 +63,20 @@ def settings_env(gpus: int, seconds: int, quick: bool = False) -> dict[str, str]
     stopped first), not ``unknown`` a minute after the last sample. Recommendations need a
     GPU idle for ``analysis.idle_window_seconds`` (default 30 min): half the history here,
     so the release, scale-down and consolidation advice a real fleet carries exists. The
-    fleet bounds are raised past 50,000 GPUs for the large size. ``quick`` shortens the
-    apply, commit and evaluation intervals (QUICK_INTERVALS), so a tiny run settles in
-    seconds."""
+    history lies in the past of the collector's clock, so an evaluation during the feed
+    sees a GPU idle at that moment as idle since long ago; ``analysis.resolve_after_seconds``
+    1 resolves such advice at the next evaluation, so what is open is what the evaluation
+    over the whole history wants. ``ingest.commit_interval_seconds`` 15 (default 60)
+    shortens the wait for the last commit. The fleet bounds are raised for 100,000 GPUs.
+    ``quick`` shortens the apply, commit and evaluation intervals (QUICK_INTERVALS)."""
     return {
-        **(QUICK_INTERVALS if quick else {}),
+        "GPUFLEET_INGEST__COMMIT_INTERVAL_SECONDS": "15",
         "GPUFLEET_ANALYSIS__STALE_AFTER_SECONDS": "3600",
+        "GPUFLEET_ANALYSIS__RESOLVE_AFTER_SECONDS": "1",
         "GPUFLEET_ANALYSIS__IDLE_WINDOW_SECONDS": str(max(1, seconds // 2)),
         "GPUFLEET_INGEST__MAX_GPUS": str(max(50_000, 2 * gpus)),
         "GPUFLEET_INGEST__MAX_WORKLOADS": str(max(100_000, 2 * gpus)),
+        **(QUICK_INTERVALS if quick else {}),
     }
 
 
@@ -84,14 +89,16 @@ def feed(
     start_unix = time.time() - seconds - HISTORY_ENDS_BEFORE_SECONDS
     stream = SampleStream(build_gpus(gpus), start_unix)
     feeders = [_Feeder(c, posters) for c in collectors]
-    samples = batches = 0
+    samples = batches = shown = 0
+    step = max(1, seconds // 5)
     wall = time.perf_counter()
     for second, body, n in gzipped_batches(stream, seconds, batch_seconds):
         for feeder in feeders:
             feeder.work.put(body)
         samples, batches = samples + n, batches + 1
-        if batches % 2000 == 0:
-            print(f"  fed {second + 1} of {seconds} s ({samples:,} GPU-samples)", file=sys.stderr)
+        if second >= shown + step:
+            shown = second
+            print(f"  fed {second} of {seconds} s ({samples:,} GPU-samples)", file=sys.stderr)
     for feeder in feeders:
         feeder.close()
     return History(gpus, seconds, start_unix, samples, batches, time.perf_counter() - wall)
