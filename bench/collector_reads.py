@@ -95,7 +95,10 @@ def read_endpoints(
         for ep in eps:
             for c in collectors:
                 first = once(c, ep)
-                taken[ep.name][c.tree.label] = [] if serves(ep, first, fleet_gpus) else None
+                served = serves(ep, first, fleet_gpus)
+                if not served and not ep.optional:
+                    raise RuntimeError(f"{c.tree.label}: {ep.name} answered {first.status}")
+                taken[ep.name][c.tree.label] = [] if served else None
         for n in range(requests):
             log(f"  round {n + 1} of {requests}")
             order = collectors if n % 2 == 0 else collectors[::-1]
