@@ -57,7 +57,7 @@ from bench.read_trees import (
 from bench.report_reads import Stats, size_rows, target_lines
 
 #: the endpoints the large size reads (issue 23: /metrics and /v1/fleet only)
-BIG_ENDPOINTS = ("/metrics", "/v1/fleet")
+BIG_ENDPOINTS = ("/metrics", "/v1/fleet", "/v1/fleet/summary")
 STARTED = time.monotonic()
 
 
