@@ -207,7 +207,7 @@ def prerun(demo: Demo, step: float, until: float) -> None:
 def _ship_and_apply(demo: Demo) -> None:
     for agent in demo.agents:
         agent.shipper.flush()
-    demo.collector.core.applier.tick()
+    demo.collector.apply()
     demo.collector.core.recommender.evaluate_if_due()
 
 
