@@ -85,7 +85,8 @@ def create_app(
     api = _Api(backend, settings, gate, clock)
     if exposition is None:
         exposition = Exposition(clock, settings.ingest.apply_interval_seconds)
-    for collector in (*backend_exporters(backend, clock), AuthExporter(gate), *collectors):
+    views = exposition.once_per_render(backend.fleet)  # shared with the rates, if they ask
+    for collector in (*backend_exporters(backend, clock, views), AuthExporter(gate), *collectors):
         exposition.register(collector)
     exposition.register(api.admission)
     guard = gate.guard

@@ -47,7 +47,7 @@ from collector.metrics.fleet_families import (
     recommendation_families,
     workload_families,
 )
-from collector.records import OPEN_STATUSES
+from collector.records import OPEN_STATUSES, GpuView
 from gpufleet.metric_spec import MetricSpec
 
 log = logging.getLogger(__name__)
@@ -115,14 +115,21 @@ class FleetExporter(_Families):
     specs = FLEET_SPECS
 
     def __init__(
-        self, backend: CollectorBackend, clock: Callable[[], float], errors: ExportErrors
+        self,
+        backend: CollectorBackend,
+        clock: Callable[[], float],
+        errors: ExportErrors,
+        views: Callable[[float], list[GpuView]] | None = None,
     ) -> None:
+        """``views``: the fleet at ``now`` (default ``backend.fleet``; the exposition's
+        ``once_per_render`` of it shares one call with the rates)."""
         self._backend, self._clock, self._errors = backend, clock, errors
+        self._views = views or backend.fleet
 
     def families(self) -> list[Family]:
         now, backend, guarded = self._clock(), self._backend, self._errors.guarded
         return [
-            *guarded("fleet", lambda: fleet_families(backend.fleet(now), now)),
+            *guarded("fleet", lambda: fleet_families(self._views(now), now)),
             *guarded(
                 "recommendations",
                 lambda: recommendation_families(backend.recommendations(OPEN_STATUSES)),
@@ -167,12 +174,15 @@ class SelfExporter(_Families):
 
 
 def backend_exporters(
-    backend: CollectorBackend, clock: Callable[[], float]
+    backend: CollectorBackend,
+    clock: Callable[[], float],
+    views: Callable[[float], list[GpuView]] | None = None,
 ) -> tuple[FleetExporter, WorkloadExporter, SelfExporter]:
-    """The three collectors over one backend, sharing one export-error tally."""
+    """The three collectors over one backend, sharing one export-error tally; ``views``
+    as FleetExporter takes it."""
     errors = ExportErrors()
     return (
-        FleetExporter(backend, clock, errors),
+        FleetExporter(backend, clock, errors, views),
         WorkloadExporter(backend, clock, errors),
         SelfExporter(backend, errors),
     )

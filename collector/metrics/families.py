@@ -50,36 +50,66 @@ def filled(spec: MetricSpec, values: Mapping[Labels, float]) -> Metric:
 
 def render_families(families: Iterable[Family], openmetrics: bool) -> str:
     """The families' exposition (without OpenMetrics' ``# EOF``), samples in label order."""
-    return "".join(_family_text(family, openmetrics) for family in families)
+    return SeriesWriter().render(families, openmetrics)
 
 
-def _family_text(family: Family, openmetrics: bool) -> str:
-    spec = family.spec
+class SeriesWriter:
+    """Writes families as ``render_families`` does, keeping each series' line head
+    (``name{a="x",b="y"} ``, the same in both formats) from one render to the next, so
+    rendering the same series again formats only their values. It keeps the heads of its
+    last render only: a series gone from the families is dropped at the next render.
+    Not thread-safe (the exposition renders under its lock)."""
+
+    def __init__(self) -> None:
+        #: family name -> label values -> line head
+        self._heads: dict[str, dict[Labels, str]] = {}
+
+    def render(self, families: Iterable[Family], openmetrics: bool) -> str:
+        kept: dict[str, dict[Labels, str]] = {}
+        text = "".join(self._family_text(family, openmetrics, kept) for family in families)
+        self._heads = kept
+        return text
+
+    def _family_text(
+        self, family: Family, openmetrics: bool, kept: dict[str, dict[Labels, str]]
+    ) -> str:
+        spec = family.spec
+        known = self._heads.get(spec.name, {})
+        heads = kept.setdefault(spec.name, {})
+        lines = [_preamble(spec, openmetrics)]
+        values = family.values
+        for labels in sorted(values):
+            head = known.get(labels) or _series_head(spec, labels)
+            heads[labels] = head
+            lines.append(f"{head}{_go_float(values[labels])}\n")
+        return "".join(lines)
+
+
+def _preamble(spec: MetricSpec, openmetrics: bool) -> str:
+    """A family's HELP, TYPE and (OpenMetrics, when it has one) UNIT lines."""
     if spec.type not in ("gauge", "counter"):
         raise ValueError(f"{spec.name}: only gauges and counters are rendered here")
-    sample_name = spec.name
     # the text format names a counter's family as its samples; OpenMetrics without _total
-    head = (
-        spec.name.removesuffix("_total") if openmetrics and spec.type == "counter" else sample_name
-    )
+    head = spec.name.removesuffix("_total") if openmetrics and spec.type == "counter" else spec.name
     doc = spec.help.replace("\\", r"\\").replace("\n", r"\n")
     if openmetrics:  # OpenMetrics escapes a double quote in HELP too
         doc = doc.replace('"', r"\"")
-    lines = [f"# HELP {head} {doc}\n"]
-    lines.append(f"# TYPE {head} {spec.type}\n")
+    lines = f"# HELP {head} {doc}\n# TYPE {head} {spec.type}\n"
     if openmetrics and spec.unit:
-        lines.append(f"# UNIT {head} {spec.unit}\n")
-    order = sorted(range(len(spec.labels)), key=lambda i: spec.labels[i])
-    names = [spec.labels[i] for i in order]
-    values = family.values
-    for labels in sorted(values):
-        value: str = floatToGoString(values[labels])  # type: ignore[no-untyped-call]
-        if not names:
-            lines.append(f"{sample_name} {value}\n")
-            continue
-        pairs = ",".join(f'{n}="{_escaped(labels[i])}"' for n, i in zip(names, order, strict=True))
-        lines.append(f"{sample_name}{{{pairs}}} {value}\n")
-    return "".join(lines)
+        lines += f"# UNIT {head} {spec.unit}\n"
+    return lines
+
+
+def _series_head(spec: MetricSpec, labels: Labels) -> str:
+    """``name{a="x",b="y"} ``: the sample name and its labels sorted by name, escaped."""
+    if not labels:
+        return f"{spec.name} "
+    pairs = sorted(zip(spec.labels, labels, strict=True))
+    return spec.name + "{" + ",".join(f'{n}="{_escaped(v)}"' for n, v in pairs) + "} "
+
+
+def _go_float(value: float) -> str:
+    return floatToGoString(value)  # type: ignore[no-untyped-call,no-any-return]
 
 
 def _escaped(value: str) -> str:

@@ -158,8 +158,10 @@ def build_collector(
         core.observers.attach(series)
     console = ConsoleSources(core.service, ledger, prices, rates.currency, series)
     alerting = build_alerting(settings, ledger, clock, gate)
-    live_rates = LiveRates(core.fleet.views, rates, core.fleet.node_labels)
     exposition = Exposition(clock, settings.ingest.apply_interval_seconds)
+    # the views the app's FleetExporter reads too (create_app): one call per render
+    views = exposition.once_per_render(core.service.fleet)
+    live_rates = LiveRates(views, rates, core.fleet.node_labels)
     core.observers.attach(exposition)  # a commit changes what /metrics shows
     app = create_app(
         core.service,

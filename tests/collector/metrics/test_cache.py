@@ -8,19 +8,26 @@ import gzip
 import shutil
 import sqlite3
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import FrameType
 
 import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_om
 from prometheus_client.parser import text_string_to_metric_families
 
 from collector.config import CollectorSettings
+from collector.fleet.live import LiveFleet
 from collector.http.app import create_app
+from collector.metrics import catalogue as cat
 from collector.metrics.cache import Exposition, Refresh
+from collector.metrics.families import Family
 from collector.service import CollectorCore
+from gpufleet.cli.collector import build_collector
 from tests.collector.http.test_app_fake import AsgiClient
-from tests.collector.test_core import T0, WATTS, batch, energy, ingest, open_core
+from tests.collector.settings_file import load
+from tests.collector.test_core import INFO, T0, WATTS, batch, energy, ingest, open_core
 
 NOW = T0 + 200
 OPENMETRICS = "application/openmetrics-text; version=1.0.0"
@@ -162,3 +169,70 @@ def test_promtool_accepts_the_body(core: CollectorCore) -> None:
         ["promtool", "check", "metrics"], input=body, capture_output=True, timeout=60
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+class _Reader:
+    """An APPLY collector reporting what a shared ``read(now)`` answered."""
+
+    refresh = Refresh.APPLY
+
+    def __init__(self, spec: object, read: object) -> None:
+        self.spec, self.read = spec, read
+
+    def describe(self) -> list[object]:
+        return []
+
+    def families(self) -> list[Family]:
+        return [Family(self.spec, {(): self.read(NOW)})]  # type: ignore[arg-type,operator]
+
+
+def test_collectors_refreshed_together_share_one_call() -> None:
+    calls: list[float] = []
+
+    def count(now: float) -> float:
+        calls.append(now)
+        return float(len(calls))
+
+    exposition = Exposition(lambda: NOW, max_age_seconds=15.0)
+    for spec in (cat.LAG, cat.PENDING_SAMPLES):
+        exposition.register(_Reader(spec, exposition.once_per_render(count)))
+    first = exposition.cached_part().decode()
+    assert calls == [NOW]
+    assert "gpufleet_collector_lag_seconds 1.0" in first
+    assert "gpufleet_collector_pending_samples 1.0" in first  # the same answer
+    exposition.changed(Refresh.APPLY)
+    exposition.cached_part()
+    assert len(calls) == 2  # once per render, not once ever
+    assert exposition.once_per_render(count)(NOW) == 3.0  # outside a render: a plain call
+
+
+def _calls_of(code: object, action: object) -> int:
+    """How many times the function with ``code`` runs during ``action()``."""
+    seen = [0]
+
+    def profile(frame: FrameType, event: str, arg: object) -> None:
+        if event == "call" and frame.f_code is code:
+            seen[0] += 1
+
+    sys.setprofile(profile)
+    try:
+        action()  # type: ignore[operator]
+    finally:
+        sys.setprofile(None)
+    return seen[0]
+
+
+def test_the_collector_reads_the_fleet_views_once_per_render(tmp_path: Path) -> None:
+    collector = build_collector(load(tmp_path, ""), lambda: NOW, tokens=frozenset({"t"}))
+    try:
+        ingest(collector.core, batch(1, range(0, 60, 10)))
+        collector.core.applier.tick(flush=True)
+        exposition = collector.exposition
+        assert exposition is not None
+        body = exposition.scrape("", "").body.decode()
+        assert f'uuid="{INFO.uuid}"' in body and "gpufleet_fleet_idle_cost_per_hour" in body
+        exposition.changed(Refresh.APPLY)  # FleetExporter and the rates render again
+        assert _calls_of(LiveFleet.views.__code__, lambda: exposition.scrape("", "")) == 1
+    finally:
+        collector.core.close()
+        collector.ledger.close()

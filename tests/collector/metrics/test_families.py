@@ -11,7 +11,7 @@ from prometheus_client.openmetrics.exposition import generate_latest as generate
 
 from agent.metrics.catalogue import CATALOGUE as AGENT_CATALOGUE
 from collector.metrics import catalogue as cat
-from collector.metrics.families import Family, filled, render_families
+from collector.metrics.families import Family, SeriesWriter, filled, render_families
 
 TRICKY = ("back\\slash", "new\nline", 'quo"te', "ünïcode", "", "plain")
 VALUES = (0.0, 1.0, 2.5e-7, 123456789.0, 1e21, -3.0, math.inf, -math.inf)
@@ -59,3 +59,32 @@ def test_the_collector_exports_no_series_of_the_agents() -> None:
     # per GPU, the collector keeps only its own judgement: state and idle time
     per_gpu = {spec.name for spec in cat.CATALOGUE if "uuid" in spec.labels}
     assert per_gpu == {cat.GPU_STATE.name, cat.GPU_IDLE.name}
+
+
+@pytest.mark.parametrize("openmetrics", [False, True])
+def test_a_writer_renders_again_as_prometheus_client_does_and_forgets_gone_series(
+    openmetrics: bool,
+) -> None:
+    theirs = generate_openmetrics if openmetrics else generate_latest
+    writer = SeriesWriter()
+    first = families()
+    # the same series with other values, one series gone and a new, tricky one per family
+    second = [
+        Family(
+            f.spec,
+            {
+                **{labels: v * 3 + 1 for labels, v in list(f.values.items())[1:]},
+                tuple(f'x"\\{i}\n' for i in range(len(f.spec.labels))): 7.25,
+            },
+        )
+        for f in first
+    ]
+    for round_families in (first, second, first):
+        ours = writer.render(round_families, openmetrics).encode()
+        assert ours == theirs(_Fixed(round_families)).removesuffix(b"# EOF\n")  # type: ignore[arg-type]
+    writer.render(second, openmetrics)
+    kept = {name: set(heads) for name, heads in writer._heads.items()}
+    rendered: dict[str, set[tuple[str, ...]]] = {}
+    for f in second:  # GPU_STATE is there twice, once empty
+        rendered.setdefault(f.spec.name, set()).update(f.values)
+    assert kept == rendered
