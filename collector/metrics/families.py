@@ -13,6 +13,7 @@ changes nothing); anything else goes through prometheus_client (collector/metric
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
@@ -53,36 +54,54 @@ def render_families(families: Iterable[Family], openmetrics: bool) -> str:
     return SeriesWriter().render(families, openmetrics)
 
 
+class _Series(NamedTuple):
+    """A series as last written: its value, its line head and its line."""
+
+    value: float
+    head: str
+    line: str
+
+
 class SeriesWriter:
-    """Writes families as ``render_families`` does, keeping each series' line head
-    (``name{a="x",b="y"} ``, the same in both formats) from one render to the next, so
-    rendering the same series again formats only their values. It keeps the heads of its
-    last render only: a series gone from the families is dropped at the next render.
-    Not thread-safe (the exposition renders under its lock)."""
+    """Writes families as ``render_families`` does, keeping each series' line from one
+    render to the next (the same in both formats): a series whose value did not change is
+    not written again, one whose value did keeps its head (``name{a="x",b="y"} ``) and
+    formats only the value. It keeps its last render's series only: one gone from the
+    families is dropped at the next render. Not thread-safe (the exposition renders under
+    its lock)."""
 
     def __init__(self) -> None:
-        #: family name -> label values -> line head
-        self._heads: dict[str, dict[Labels, str]] = {}
+        #: family name -> label values -> the series as last written
+        self._series: dict[str, dict[Labels, _Series]] = {}
 
     def render(self, families: Iterable[Family], openmetrics: bool) -> str:
-        kept: dict[str, dict[Labels, str]] = {}
+        kept: dict[str, dict[Labels, _Series]] = {}
         text = "".join(self._family_text(family, openmetrics, kept) for family in families)
-        self._heads = kept
+        self._series = kept
         return text
 
     def _family_text(
-        self, family: Family, openmetrics: bool, kept: dict[str, dict[Labels, str]]
+        self, family: Family, openmetrics: bool, kept: dict[str, dict[Labels, _Series]]
     ) -> str:
         spec = family.spec
-        known = self._heads.get(spec.name, {})
-        heads = kept.setdefault(spec.name, {})
+        known = self._series.get(spec.name, {})
+        series = kept.setdefault(spec.name, {})
         lines = [_preamble(spec, openmetrics)]
         values = family.values
         for labels in sorted(values):
-            head = known.get(labels) or _series_head(spec, labels)
-            heads[labels] = head
-            lines.append(f"{head}{_go_float(values[labels])}\n")
+            value, last = values[labels], known.get(labels)
+            if last is None or not _same(last.value, value):
+                head = last.head if last is not None else _series_head(spec, labels)
+                last = _Series(value, head, f"{head}{_go_float(value)}\n")
+            series[labels] = last
+            lines.append(last.line)
         return "".join(lines)
+
+
+def _same(before: float, now: float) -> bool:
+    """Whether ``now`` is written as ``before`` was: equal, and of one sign if zero (-0.0
+    is written "-0.0"); NaN is never the same."""
+    return before == now and (now != 0 or math.copysign(1.0, before) == math.copysign(1.0, now))
 
 
 def _preamble(spec: MetricSpec, openmetrics: bool) -> str:

@@ -58,9 +58,10 @@ def fleet_families(views: Sequence[GpuView], now: float) -> list[Family]:
     states: dict[Labels, float] = {}
     idle: dict[Labels, float] = {}
     for view in views:
-        by_state[(view.state.value, view.model)] += 1
+        state_name = view.state.value
+        by_state[(state_name, view.model)] += 1
         labels = gpu_labels(view)
-        states[(*labels, view.state.value)] = 1.0
+        states[(*labels, state_name)] = 1.0
         idle[labels] = view.idle_seconds(now)
     metrics = [Family(cat.FLEET_GPUS, by_state)]
     metrics += _fleet_gauges(views)
@@ -86,8 +87,8 @@ def gpu_labels(view: GpuView) -> Labels:
 def primary_workload(workloads: Sequence[WorkloadRef]) -> WorkloadRef | None:
     """The workload a GPU series is labelled with: a pod first, then a Slurm job, a manual
     label, a bare process (the agent's rule); ties broken by key."""
-    if not workloads:
-        return None
+    if len(workloads) < 2:  # most GPUs: one holder or none
+        return workloads[0] if workloads else None
     return min(workloads, key=lambda w: primary_rank(w.kind, w.key))
 
 

@@ -83,8 +83,16 @@ def test_a_writer_renders_again_as_prometheus_client_does_and_forgets_gone_serie
         ours = writer.render(round_families, openmetrics).encode()
         assert ours == theirs(_Fixed(round_families)).removesuffix(b"# EOF\n")  # type: ignore[arg-type]
     writer.render(second, openmetrics)
-    kept = {name: set(heads) for name, heads in writer._heads.items()}
+    kept = {name: set(heads) for name, heads in writer._series.items()}
     rendered: dict[str, set[tuple[str, ...]]] = {}
     for f in second:  # GPU_STATE is there twice, once empty
         rendered.setdefault(f.spec.name, set()).update(f.values)
     assert kept == rendered
+
+
+def test_a_writer_writes_a_changed_sign_of_zero_and_nan_again() -> None:
+    writer = SeriesWriter()
+    for value in (0.0, -0.0, 0, math.nan, math.nan, 1, 1.0, True, -0.0):
+        family = Family(cat.LAG, {(): value})
+        ours = writer.render([family], False).encode()
+        assert ours == generate_latest(_Fixed([family]))  # type: ignore[arg-type]
