@@ -19,7 +19,8 @@ tail compressed onto a copy of the compressor's state.
 
 Collectors refreshed together share what they read through ``once_per_render`` (the fleet
 views FleetExporter and the rates both need: ~45 ms at 10,000 GPUs), and each slot keeps
-its series' line heads (``families.SeriesWriter``), so a render formats only values.
+its series' lines (``families.SeriesWriter``), so a render writes only the values that
+changed.
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ class _Slot:
     collected_at: float = 0.0
     #: content type -> the snapshot rendered in it
     rendered: dict[str, bytes] = field(default_factory=dict)
-    #: keeps the series' line heads from one render to the next
+    #: keeps the series' lines from one render to the next
     writer: SeriesWriter = field(default_factory=SeriesWriter)
 
 

@@ -90,7 +90,8 @@ class SeriesWriter:
         values = family.values
         for labels in sorted(values):
             value, last = values[labels], known.get(labels)
-            if last is None or not _same(last.value, value):
+            # a changed value, or a zero whose sign may have changed (NaN never equals)
+            if last is None or last.value != value or (not value and not _same(last.value, value)):
                 head = last.head if last is not None else _series_head(spec, labels)
                 last = _Series(value, head, f"{head}{_go_float(value)}\n")
             series[labels] = last
