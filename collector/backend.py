@@ -195,6 +195,18 @@ class IngestCounters:
 
 
 @dataclass(frozen=True, slots=True)
+class IngestReport:
+    """What the collector keeps in memory about its intake, read on every /metrics scrape:
+    never from the ledger."""
+
+    counters: IngestCounters
+    #: damaged batch log records skipped at open (collector/ledger/log_records.py)
+    intake_corrupt_records: int
+    #: wall-clock time the last batch was accepted; None before the first one
+    last_ingest_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
 class FleetTotals:
     """Running totals for the exporter's counters."""
 
@@ -294,6 +306,10 @@ class CollectorBackend(Protocol):
 
     def read_version(self) -> ReadVersion:
         """Cheap (no lock, no I/O): called on the event loop before every cached read."""
+        ...
+
+    def ingest_report(self) -> IngestReport:
+        """The intake's counters and gauges from memory, without touching the ledger."""
         ...
 
 

@@ -22,6 +22,7 @@ from collector.accounting.rates import Rates
 from collector.backend import (
     FleetTotals,
     HealthReport,
+    IngestReport,
     ReadVersion,
     RejectReason,
     WorkloadReport,
@@ -158,6 +159,13 @@ class CollectorService:
             energy=tuple(reports.energy_totals(totals)),
             ingest=self.stats.snapshot(),
             intake_corrupt_records=self.ledger.intake_corrupt_records(),
+        )
+
+    def ingest_report(self) -> IngestReport:
+        return IngestReport(
+            counters=self.stats.snapshot(),
+            intake_corrupt_records=self.ledger.intake_corrupt_records(),
+            last_ingest_at=self.stats.last_ingest_at,
         )
 
 

@@ -114,3 +114,14 @@ def test_collector_load_quick_ramps_agents_and_reports_the_knee_and_the_rss_ceil
     assert re.search(rf"^knee: {NUMBER} agents, {NUMBER} GPU-samples/s accepted", out, re.M), out
     assert re.search(rf"ceiling {NUMBER} MiB: within", out), out
     assert "refused by reason: limit_exceeded" in out, out  # the 10x step: 320 GPUs > 64
+
+
+def test_collector_metrics_quick_prints_cpu_per_scrape_and_render() -> None:
+    """200 GPUs: a body with at least each GPU's state and idle series, and one CPU figure
+    per kind of scrape."""
+    out = run_quick("bench.collector_metrics")
+    lines = re.search(r"exposition lines \{'this checkout': (\d+)\}", out)
+    assert lines and int(lines.group(1)) > 2 * 200, out
+    for figure in ("cached scrape", "cached scrape, gzip", "re-render after apply",
+                   "re-render after commit"):  # fmt: skip
+        assert re.search(rf"^{figure}\s+{NUMBER}\s*$", out, re.MULTILINE), out

@@ -14,6 +14,8 @@ import math
 import operator
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
+import msgspec
+
 from agent.model import Batch, GpuInfo
 from collector.analysis.energy import split_mig_energy
 from collector.analysis.idle import classify_activity
@@ -233,6 +235,4 @@ def parent_view(parent: GpuView, slices: Sequence[GpuView]) -> GpuView:
 
 
 def _replace(view: GpuView, state: GpuState, idle_since: float | None) -> GpuView:
-    fields = {f: getattr(view, f) for f in GpuView.__slots__}
-    fields.update(state=state, idle_since=idle_since)
-    return GpuView(**fields)
+    return msgspec.structs.replace(view, state=state, idle_since=idle_since)

@@ -26,8 +26,6 @@ import math
 import time
 from collections.abc import Callable, Collection, Sequence
 
-from prometheus_client import CollectorRegistry
-from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -55,7 +53,8 @@ from collector.http.reads import ReadRoutes
 from collector.http.responses import ENCODER, Handler, error_response, json_response
 from collector.http.views import ViewCache
 from collector.ingest.body import too_large
-from collector.metrics.exporter import FleetExporter
+from collector.metrics.cache import Exposition
+from collector.metrics.exporter import backend_exporters
 from collector.usage_report import ledger_period
 
 log = logging.getLogger(__name__)
@@ -74,6 +73,7 @@ def create_app(
     extra_routes: Sequence[BaseRoute] = (),
     collectors: Sequence[Collector] = (),
     views: ViewCache | None = None,
+    exposition: Exposition | None = None,
 ) -> Starlette:
     """The ASGI app. ``tokens``: the process's Gate (which the console and Alertmanager
     routes share), or tokens from collector.http.tokens.load_tokens (plain strings: bare
@@ -81,18 +81,21 @@ def create_app(
     ``extra_routes`` add pages (the web UI); ``collectors`` add their families to
     ``/metrics`` (the InfluxDB sink, the notifier); ``views``: the cache of encoded read views
     (collector/http/views.py), shared with the console's routes so the live fleet is read
-    once per change for both; None: a cache of its own that rebuilds after every change."""
+    once per change for both; None: a cache of its own that rebuilds after every change;
+    ``exposition`` keeps /metrics' body (pass one attached to the ledger's observers; the
+    default is refreshed by age alone)."""
     gate = Gate.of(tokens, settings.server)
-    registry = CollectorRegistry(auto_describe=True)
-    registry.register(FleetExporter(backend, clock))
-    registry.register(AuthExporter(gate))
-    for extra in collectors:
-        registry.register(extra)
     api = _Api(backend, settings, gate, clock)
-    registry.register(api.admission)
+    if exposition is None:
+        exposition = Exposition(clock, settings.ingest.apply_interval_seconds)
+    fleet_views = exposition.once_per_render(backend.fleet)  # shared with the rates, if asked
+    exporters = backend_exporters(backend, clock, fleet_views)
+    for collector in (*exporters, AuthExporter(gate), *collectors):
+        exposition.register(collector)
+    exposition.register(api.admission)
     guard = gate.guard
     reads = ReadRoutes(backend, clock, views or ViewCache(clock))
-    metrics = _metrics_endpoint(registry)
+    metrics = _metrics_endpoint(exposition)
     if settings.server.metrics_require_token:
         metrics = guard(Scope.METRICS, metrics)
     batches = guard(Scope.AGENT, api.post_batch, api.unauthorized)
@@ -269,11 +272,14 @@ async def _read_body(request: Request, max_bytes: int, reading: Callable[[int], 
     return bytes(body)
 
 
-def _metrics_endpoint(registry: CollectorRegistry) -> Handler:
+def _metrics_endpoint(exposition: Exposition) -> Handler:
     async def metrics(request: Request) -> Response:
-        encoder, content_type = choose_encoder(request.headers.get("accept", ""))
-        body = await run_in_threadpool(encoder, registry)
-        return Response(body, headers={"Content-Type": content_type})
+        accept, encodings = (request.headers.get(h, "") for h in ("accept", "accept-encoding"))
+        scrape = await run_in_threadpool(exposition.scrape, accept, encodings)
+        headers = {"Content-Type": scrape.content_type, "Vary": "Accept, Accept-Encoding"}
+        if scrape.encoding is not None:
+            headers["Content-Encoding"] = scrape.encoding
+        return Response(scrape.body, headers=headers)
 
     return metrics
 

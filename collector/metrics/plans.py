@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from prometheus_client.metrics_core import Metric
 
 from collector.metrics import catalogue as cat
-from collector.metrics.exporter import Labels, family, filled
+from collector.metrics.families import Labels, family, filled
 from collector.plans_report import SCENARIOS, PlansReport
 from collector.records import HOUR_SECONDS, MONTH_HOURS
 

@@ -26,6 +26,7 @@ from collector.http.auth import Gate, Token, load_tokens
 from collector.http.views import ViewCache
 from collector.influx.hooks import InfluxObserver, InfluxSinkMetrics, build_influx_sink
 from collector.ledger.store import Ledger
+from collector.metrics.cache import Exposition, Refresh
 from collector.metrics.exporter import RatesExporter
 from collector.reports import LiveRates
 from collector.service import CollectorCore
@@ -81,6 +82,8 @@ class Collector:
     #: chat notifications and auto-release (settings.notifications, settings.actions)
     alerting: Alerting | None = None
     clock: Callable[[], float] = time.time
+    #: /metrics' body, rendered again when applying or a commit changed what it shows
+    exposition: Exposition | None = None
 
     def start_jobs(
         self,
@@ -91,7 +94,7 @@ class Collector:
         recommendation evaluation, alerting and retention, each on its own schedule."""
         apply_every = apply_every_seconds or self.settings.ingest.apply_interval_seconds
         jobs: list[tuple[Callable[[], object], float, str]] = [
-            (self.core.applier.tick, apply_every, "apply"),
+            (self.apply, apply_every, "apply"),
             (self.core.recommender.evaluate_if_due, check_every_seconds, "evaluate"),
             (self.prune, PRUNE_EVERY_SECONDS, "prune"),
         ]
@@ -100,6 +103,13 @@ class Collector:
         for func, seconds, name in jobs:
             self.scheduler.add(name, func, seconds)
         self.scheduler.start()
+
+    def apply(self) -> int:
+        """One apply tick (commits when due); /metrics renders again when it applied."""
+        applied = self.core.applier.tick()
+        if applied and self.exposition is not None:
+            self.exposition.changed(Refresh.APPLY)
+        return applied
 
     def alert(self) -> None:
         """Recommendation changes to chat, one auto-release pass, delivery."""
@@ -154,8 +164,12 @@ def build_collector(
         core.observers.attach(series)
     console = ConsoleSources(core.service, ledger, prices, rates.currency, series)
     alerting = build_alerting(settings, ledger, clock, gate)
-    live_rates = LiveRates(core.fleet.views, rates, core.fleet.node_labels)
     views = ViewCache(clock, refresh_seconds=VIEW_REFRESH_SECONDS)  # the API's and console's
+    exposition = Exposition(clock, settings.ingest.apply_interval_seconds)
+    # the fleet views the app's FleetExporter reads too (create_app): one call per render
+    fleet_views = exposition.once_per_render(core.service.fleet)
+    live_rates = LiveRates(fleet_views, rates, core.fleet.node_labels)
+    core.observers.attach(exposition)  # a commit changes what /metrics shows
     app = create_app(
         core.service,
         settings,
@@ -173,11 +187,12 @@ def build_collector(
             *([alerting.exporter] if alerting is not None and alerting.exporter else []),
         ],
         views=views,
+        exposition=exposition,
     )
     if influx is not None:
         influx.start()
     scheduler = PeriodicJobs()
-    return Collector(settings, ledger, core, app, scheduler, influx, alerting, clock)
+    return Collector(settings, ledger, core, app, scheduler, influx, alerting, clock, exposition)
 
 
 def _open_ledger(settings: CollectorSettings, currency: str) -> tuple[Ledger, InfluxSink | None]:

@@ -258,7 +258,7 @@ class HistoryProgress:
 def _ship_and_apply(demo: Demo) -> None:
     for agent in demo.agents:
         agent.shipper.flush()
-    demo.collector.core.applier.tick()
+    demo.collector.apply()
     demo.collector.core.recommender.evaluate_if_due()
 
 

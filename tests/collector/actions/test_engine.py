@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from collector.actions.engine import ActionEngine, Executors
@@ -148,7 +149,7 @@ def test_stale_or_unknown_data_is_never_acted_on(rig: Rig) -> None:
     assert rig.run(deadline, stale) == ["skip:stale=skipped"]
     unknown = [view(deadline + 60, state=GpuState.UNKNOWN, age=30.0)]
     assert rig.run(deadline + 60, unknown) == []  # recorded once for the episode
-    never_seen = [dataclasses.replace(view(deadline + 120), last_seen=None)]
+    never_seen = [msgspec.structs.replace(view(deadline + 120), last_seen=None)]
     assert rig.run(deadline + 120, never_seen) == []
     one_of_two_stale = [view(deadline + 180), view(deadline + 180, age=600, index=1)]
     assert rig.run(deadline + 180, one_of_two_stale) == []

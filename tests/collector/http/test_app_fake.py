@@ -21,6 +21,7 @@ from collector.backend import (
     FleetTotals,
     HealthReport,
     IngestCounters,
+    IngestReport,
     ReadVersion,
     RejectReason,
     WorkloadReport,
@@ -200,6 +201,10 @@ class FakeBackend:
 
     def fleet_totals(self) -> FleetTotals:
         return self.totals
+
+    def ingest_report(self) -> IngestReport:
+        last = self.ingested[-1][2] if self.ingested else None
+        return IngestReport(self.totals.ingest, self.totals.intake_corrupt_records, last)
 
     def duplicate_gpus(self) -> list[DuplicateGpu]:
         return []

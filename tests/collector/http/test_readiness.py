@@ -20,6 +20,7 @@ import pytest
 from collector.config import CollectorSettings
 from collector.http.app import create_app
 from collector.ledger.store import Ledger
+from collector.metrics.cache import Exposition
 from collector.service import CollectorCore
 from tests.collector.http.test_app import JSON, served
 from tests.collector.test_core import T0, batch, example_rates
@@ -46,7 +47,11 @@ def scraped(client: httpx.Client, name: str) -> str:
 def test_readiness_follows_failing_commits_and_liveness_does_not(
     core: CollectorCore, tmp_path: Path
 ) -> None:
-    app = create_app(core.service, CollectorSettings(), ["t0ken"], clock=lambda: T0 + 200)
+    exposition = Exposition(lambda: T0 + 200, max_age_seconds=15.0)
+    core.observers.attach(exposition)  # as gpufleet collector wires it: commits refresh it
+    app = create_app(
+        core.service, CollectorSettings(), ["t0ken"], lambda: T0 + 200, exposition=exposition
+    )
     with served(app) as client:
         headers = {**JSON, "Authorization": "Bearer t0ken"}
         body = msgspec.json.encode(batch(1, range(0, 60, 10)))

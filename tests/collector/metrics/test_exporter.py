@@ -17,7 +17,8 @@ from collector.http.app import create_app
 from collector.influx.hooks import InfluxSinkMetrics
 from collector.influx.sink import SinkCounters
 from collector.metrics.catalogue import ADMISSION, AUTH, CATALOGUE, INFLUX, NOTIFY, PLANS
-from collector.metrics.exporter import WORKLOAD_SERIES_TTL_SECONDS, FleetExporter, RatesExporter
+from collector.metrics.exporter import RatesExporter, backend_exporters
+from collector.metrics.fleet_families import WORKLOAD_SERIES_TTL_SECONDS
 from collector.notify.stats import NotifyExporter, NotifyStats
 from collector.records import (
     GpuState,
@@ -105,7 +106,8 @@ def fleet_backend() -> FakeBackend:
 
 def scrape(backend: FakeBackend, rates: FixedRates | None = None) -> str:
     registry = CollectorRegistry()
-    registry.register(FleetExporter(backend, clock=lambda: NOW))
+    for exporter in backend_exporters(backend, clock=lambda: NOW):
+        registry.register(exporter)
     registry.register(RatesExporter(rates or FixedRates(RATES), clock=lambda: NOW))
     return generate_latest(registry).decode()
 
@@ -298,9 +300,9 @@ def test_a_failing_backend_part_leaves_the_rest_of_the_scrape() -> None:
         raise RuntimeError("database is locked")
 
     backend.fleet = broken  # type: ignore[method-assign]
-    exporter = FleetExporter(backend, clock=lambda: NOW)
     registry = CollectorRegistry()
-    registry.register(exporter)
+    for exporter in backend_exporters(backend, clock=lambda: NOW):
+        registry.register(exporter)
     generate_latest(registry)
     found = samples(generate_latest(registry).decode())
     assert "gpufleet_fleet_gpus" not in found
@@ -313,7 +315,8 @@ def test_registering_does_not_call_the_backend() -> None:
         def fleet(self, now: float) -> list[GpuView]:
             raise AssertionError("called at registration")
 
-    CollectorRegistry().register(FleetExporter(Untouchable(), clock=lambda: NOW))
+    for exporter in backend_exporters(Untouchable(), clock=lambda: NOW):
+        CollectorRegistry().register(exporter)
     source = FixedRates(RATES)
     CollectorRegistry().register(RatesExporter(source, clock=lambda: NOW))
     assert source.calls == 0

@@ -16,7 +16,7 @@ from collector.analysis.carbon import HourlyFeed, IntensityRow, IntensityTable
 from collector.analysis.cost import PriceBook
 from collector.config import CarbonSettings, CollectorSettings
 from collector.ledger.store import Ledger
-from collector.metrics.exporter import FleetExporter, RatesExporter
+from collector.metrics.exporter import RatesExporter, backend_exporters
 from collector.records import GpuState, GpuView, WorkloadRef
 from collector.reports import LiveRates, fleet_rates
 from collector.service import CollectorCore
@@ -132,7 +132,8 @@ def core(tmp_path: Path) -> Iterator[CollectorCore]:
 
 def scrape(core: CollectorCore) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
     registry = CollectorRegistry()
-    registry.register(FleetExporter(core.service, clock=lambda: T0 + 600))
+    for exporter in backend_exporters(core.service, clock=lambda: T0 + 600):
+        registry.register(exporter)
     rates = LiveRates(core.fleet.views, core.service.rates)
     registry.register(RatesExporter(rates, clock=lambda: T0 + 600))
     return samples(generate_latest(registry).decode())

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
+import msgspec
 
 from collector.records import GpuState, GpuView, RecommendationKind
 from tests.collector.recommend.test_lifecycle import NOTEBOOK, TRAINING, WINDOW, gpu, run
@@ -44,7 +44,9 @@ def test_a_busy_gpu_nobody_holds_blocks_its_node() -> None:
 
 def test_mig_nodes_are_left_out() -> None:
     views = two_nodes()
-    views[2] = dataclasses.replace(views[2], mig_parent_uuid="GPU-parent", mig_profile="3g.40gb")
+    views[2] = msgspec.structs.replace(
+        views[2], mig_parent_uuid="GPU-parent", mig_profile="3g.40gb"
+    )
     assert consolidations(views) == []
 
 
