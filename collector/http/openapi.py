@@ -68,6 +68,15 @@ def _error(description: str) -> dict[str, Any]:
     return _json("ErrorResponse", description)
 
 
+def _window() -> list[dict[str, Any]]:
+    """The ``start`` and ``end`` parameters of a range read."""
+    return [
+        _query("start", "Unix seconds or ISO 8601; before end; default end - 24 h",
+               "2026-01-01T00:00:00Z"),
+        _query("end", "Unix seconds or ISO 8601; after start; default now", "1767225600"),
+    ]  # fmt: skip
+
+
 def _query(name: str, description: str, example: str) -> dict[str, Any]:
     schema = {"type": "string", "examples": [example]}
     return {
@@ -203,10 +212,7 @@ def _paths() -> dict[str, Any]:
                      "422": _error("Bad start or end, or " + _PAGE_ERROR)}),
             read,
             parameters=[
-                _query("start", "Unix seconds or ISO 8601; before end; default end - 24 h",
-                       "2026-01-01T00:00:00Z"),
-                _query("end", "Unix seconds or ISO 8601; after start; default now",
-                       "1767225600"),
+                *_window(),
                 *_pages(*_gpu_filters()),
             ])},
         "/v1/workloads": {"get": _operation(
@@ -217,10 +223,7 @@ def _paths() -> dict[str, Any]:
                            "parameter: start)")},
             read,
             parameters=[
-                _query("start", "Unix seconds or ISO 8601; before end; default end - 24 h",
-                       "2026-01-01T00:00:00Z"),
-                _query("end", "Unix seconds or ISO 8601; after start; default now",
-                       "1767225600"),
+                *_window(),
             ])},
         "/v1/recommendations": {"get": _operation(
             "Recommendations, most valuable first; with a filter, limit or cursor the "

@@ -7,6 +7,7 @@ Each parser raises ``QueryError`` naming the parameter; the routes answer it wit
 
 from __future__ import annotations
 
+import enum
 import math
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -88,12 +89,8 @@ def parse_statuses(text: str | None) -> tuple[RecommendationStatus, ...]:
 def parse_gpu_filter(params: Any) -> GpuFilter:
     """``state``, ``node``, ``namespace``, ``team``, ``model``, ``workload`` (keys): each a
     comma-separated list."""
-    states = _values(params, "state")
-    known = {s.value for s in GpuState}
-    for state in states - known:
-        raise QueryError(f"state: {state!r} is not one of {', '.join(sorted(known))}", "state")
     return GpuFilter(
-        states=states,
+        states=_choices(params, "state", GpuState),
         nodes=_values(params, "node"),
         namespaces=_values(params, "namespace"),
         teams=_values(params, "team"),
@@ -104,12 +101,8 @@ def parse_gpu_filter(params: Any) -> GpuFilter:
 
 def parse_recommendation_filter(params: Any) -> RecommendationFilter:
     """``kind``, ``namespace``, ``team``, ``node``: each a comma-separated list."""
-    kinds = _values(params, "kind")
-    known = {k.value for k in RecommendationKind}
-    for kind in kinds - known:
-        raise QueryError(f"kind: {kind!r} is not one of {', '.join(sorted(known))}", "kind")
     return RecommendationFilter(
-        kinds=kinds,
+        kinds=_choices(params, "kind", RecommendationKind),
         namespaces=_values(params, "namespace"),
         teams=_values(params, "team"),
         nodes=_values(params, "node"),
@@ -136,6 +129,15 @@ def parse_page(params: Any, view: str, shape: Sequence[type]) -> PageRequest:
 def asks_for_page(params: Any, names: Sequence[str]) -> bool:
     """Whether any of ``names`` (filters) or ``limit``/``cursor`` is given."""
     return any(name in params for name in (*names, *PAGING))
+
+
+def _choices(params: Any, name: str, kinds: type[enum.StrEnum]) -> frozenset[str]:
+    """``_values`` of ``name``, each one of ``kinds``' values (422 naming the first other)."""
+    values = _values(params, name)
+    known = {k.value for k in kinds}
+    for value in sorted(values - known):
+        raise QueryError(f"{name}: {value!r} is not one of {', '.join(sorted(known))}", name)
+    return values
 
 
 def _values(params: Any, name: str) -> frozenset[str]:
