@@ -21,6 +21,9 @@ class Summary:
     gpus: int
     by_state: dict[str, int]
     utilisation: float | None
+    #: active GPUs over GPUs with fresh data now: the share the target is judged on (the
+    #: report's and console's utilisation is the same share over GPU time)
+    active_share: float | None
     #: analysis.utilisation_target (0..1)
     utilisation_target: float
     idle_now: int
@@ -48,6 +51,7 @@ def summarise(demo: Demo) -> Summary:
         if v.state is not GpuState.UNKNOWN and v.sm_activity is not None
     ]
     idle = [v for v in views if v.state in (GpuState.ALLOCATED_IDLE, GpuState.UNALLOCATED)]
+    fresh = len(views) - by_state[GpuState.UNKNOWN.value]
     rates = service.rates
     totals = service.fleet_totals()
     return Summary(
@@ -55,6 +59,7 @@ def summarise(demo: Demo) -> Summary:
         gpus=len(views),
         by_state=by_state,
         utilisation=sum(known) / len(known) if known else None,
+        active_share=by_state[GpuState.ACTIVE.value] / fresh if fresh else None,
         utilisation_target=demo.collector.settings.analysis.utilisation_target,
         idle_now=len(idle),
         waste_per_hour=sum(rates.view_price_per_hour(v) for v in idle),
@@ -79,8 +84,11 @@ def render(demo: Demo, summary: Summary, final: bool = False) -> Group:
     head.add_row(
         "GPUs", f"{summary.gpus}: " + ", ".join(f"{n} {s}" for s, n in summary.by_state.items())
     )
-    target = f"target {summary.utilisation_target:.0%}"
-    head.add_row("fleet utilisation", f"{util} (mean SM activity; {target})")
+    active = "n/a" if summary.active_share is None else f"{summary.active_share:.0%}"
+    target = f"target {summary.utilisation_target:.0%}: gpufleet report --plans"
+    head.add_row(
+        "fleet utilisation", f"{util} mean SM activity; {active} of GPUs active ({target})"
+    )
     head.add_row(
         "idle GPUs now", f"{summary.idle_now}, wasting {summary.waste_per_hour:,.2f} {cur}/h"
     )

@@ -14,12 +14,12 @@ export function mixWords(mix, gpus) {
   return t("plans.mix", { r: mix.reserved_gpus, plan: t("plan." + mix.plan), rest: gpus - mix.reserved_gpus });
 }
 
-function poolTable(report, cur) {
+// money columns carry no currency: the window line above the table names it once
+function poolTable(report) {
   const columns = [{ label: t("plans.pool") }, { label: t("plans.gpus"), num: true },
     { label: t("plans.today") }, { label: t("plans.cheapest") },
-    ...SCENARIOS.map((s) => ({ label: `${t("plans.cost." + s)} (${cur})`, num: true })),
-    { label: `${t("plans.idle_removed")} (${cur})`, num: true },
-    { label: `${t("plans.risk")} (${cur})`, num: true }];
+    ...SCENARIOS.map((s) => ({ label: t("plans.cost." + s), num: true })),
+    { label: t("plans.idle_removed"), num: true }, { label: t("plans.risk"), num: true }];
   const rows = report.rows.map((r) => h("tr", { "data-pool": r.subject },
     h("td", {}, r.subject), h("td", { class: "num" }, f.int(r.gpu_count)),
     h("td", {}, mixWords(r.today, r.gpu_count)), h("td", {}, mixWords(r.recommended, r.gpu_count)),
@@ -50,14 +50,15 @@ export async function render({ summary }) {
   const total = report.total;
   return h("div", { class: "page" },
     h("h1", {}, t("plans.title")),
-    h("p", { class: "muted" }, t("plans.window", { start: f.stamp(report.start), end: f.stamp(report.end) })),
+    h("p", { class: "muted" }, t("plans.window", { start: f.stamp(report.start), end: f.stamp(report.end), cur,
+      hours: f.int(Math.max(0, ...report.rows.map((r) => r.hours))) })),
     h("div", { class: "kpis" },
       kpi(t("plans.cost.today"), "cost-today", f.money(total.today), cur),
       kpi(t("plans.cost.recommended"), "cost-recommended", f.money(total.recommended), cur),
       kpi(t("plans.saving"), "saving", f.money(total.today - total.recommended), cur),
       kpi(t("plans.saving_idle"), "saving-idle",
         f.money(report.total_idle_removed.today - report.total_idle_removed.recommended), cur)),
-    report.rows.length ? poolTable(report, cur) : h("p", { class: "muted" }, t("plans.none")),
+    report.rows.length ? poolTable(report) : h("p", { class: "muted" }, t("plans.none")),
     h("p", { class: "muted" }, t("plans.assumption")),
     utilisation(report.utilisation));
 }
