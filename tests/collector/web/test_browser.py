@@ -33,8 +33,10 @@ def demo() -> Iterator[RunningDemo]:
 class Tab:
     """One signed-in browser tab that records console errors and uncaught exceptions."""
 
-    def __init__(self, browser: Any, demo: RunningDemo, lang: str = "en", scheme: str = "light"):
-        self.context = browser.new_context(viewport={"width": 1280, "height": 800},
+    def __init__(self, browser: Any, demo: RunningDemo, lang: str = "en", scheme: str = "light",
+                 viewport: tuple[int, int] = (1280, 800)):  # fmt: skip
+        width, height = viewport
+        self.context = browser.new_context(viewport={"width": width, "height": height},
                                            color_scheme=scheme, locale="en-US")  # fmt: skip
         self.context.add_init_script(f"localStorage.setItem('gpufleet.lang', '{lang}')")
         self.page = self.context.new_page()
@@ -98,6 +100,23 @@ def test_every_page_loads_without_console_errors_in_both_languages_at_laptop_wid
             assert page.locator("[data-nav='fleet']").inner_text() == fleet_word
             assert page.evaluate("document.documentElement.scrollWidth") <= 1280, path
             assert demo.token not in page.content()
+        tab.close()
+        assert tab.errors == [], lang
+
+
+def test_the_header_wraps_on_a_phone_and_keeps_language_and_sign_out_on_screen(
+    browser: Any, demo: RunningDemo
+) -> None:
+    """At 390 px the header used to run 610-770 px wide, the language picker and sign-out
+    off screen. Now no page is wider than the phone, and both controls lie within it."""
+    for lang in ("en", "zh"):
+        tab = Tab(browser, demo, lang=lang, viewport=(390, 844))
+        page = tab.open("/ui/")
+        header = page.evaluate("document.querySelector('header.top').scrollWidth")
+        assert header <= 390, lang
+        for control in ("#lang", "#signout"):
+            box = page.locator(control).bounding_box()
+            assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 390, control
         tab.close()
         assert tab.errors == [], lang
 
