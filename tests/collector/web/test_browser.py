@@ -148,18 +148,33 @@ def test_idle_page_lists_the_idle_gpus_with_holder_price_and_energy(
     fleet = api(demo, "/v1/fleet")
     usage = {g["uuid"]: g for g in api(demo, "/v1/gpus/usage", **today(fleet["now"]))["gpus"]}
     idle = {g["uuid"]: g for g in fleet["gpus"] if g["state"] in WASTING}
-    rows = page.locator("[data-table='idle'] tbody tr")
+    rows = page.locator("[data-table='idle'] tbody tr, [data-table='idle-short'] tbody tr")
     assert tab.figure("idle-count") == rows.count() == len(idle) > 0
-    for i in range(rows.count()):
+    listed = page.locator("[data-table='idle'] tbody tr").evaluate_all(
+        "rows => rows.map(r => r.dataset.uuid)"
+    )
+    prices = [usage[uuid]["price_per_hour"] for uuid in listed]
+    assert prices == sorted(prices, reverse=True)  # the most expensive first
+    short = page.locator("[data-table='idle-short'] tbody tr").evaluate_all(
+        "rows => rows.map(r => r.dataset.uuid)"
+    )
+    for uuid in short:  # apart: idle under a minute, between a bursty job's requests
+        assert fleet["now"] - idle[uuid]["idle_since"] < 60
+    for uuid in listed:
+        assert idle[uuid]["idle_since"] is None or fleet["now"] - idle[uuid]["idle_since"] >= 60
+    for i in range(rows.count()):  # text_content: the short ones sit in a closed <details>
         row = rows.nth(i)
         gpu = idle[row.get_attribute("data-uuid")]
+        team = ", ".join(" · ".join(x for x in (w["team"], w["user"]) if x)
+                         for w in gpu["workloads"] if w["team"] or w["user"]) or "—"  # fmt: skip
+        assert row.locator("[data-col='team']").text_content() == team
         holders = [w["key"] for w in gpu["workloads"]] or ["(unallocated)"]
-        assert row.locator("[data-col='holder']").inner_text() == ", ".join(holders)
-        assert shown(row.locator("[data-col='price']").inner_text(),
+        assert row.locator("[data-col='holder']").text_content() == ", ".join(holders)
+        assert shown(row.locator("[data-col='price']").text_content(),
                      usage[gpu["uuid"]]["price_per_hour"], 2)  # fmt: skip
         idle_kwh = usage[gpu["uuid"]]["usage"]["idle_energy_joules"] / 3.6e6
-        assert shown(row.locator("[data-col='idle-energy']").inner_text(), idle_kwh, 2)
-        assert shown(row.locator("[data-col='power']").inner_text(), gpu["power_watts"], 0)
+        assert shown(row.locator("[data-col='idle-energy']").text_content(), idle_kwh, 2)
+        assert shown(row.locator("[data-col='power']").text_content(), gpu["power_watts"], 0)
 
 
 def test_workload_page_charts_hold_the_series_the_api_answers(tab: Tab, demo: RunningDemo) -> None:
