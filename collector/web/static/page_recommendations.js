@@ -8,14 +8,29 @@ import { workloadHref } from "./page_fleet.js";
 
 const LIVE = new Set(["open", "notified"]);
 
-function evidenceValue(name, value) {
+// an evidence key in words ("Idle for", "Price per hour"); a key the catalogue lacks, spaced
+function evidenceLabel(name) {
+  const key = "ev." + name;
+  const text = t(key);
+  return text === key ? name.replaceAll("_", " ") : text;
+}
+
+const RATIOS = new Set(["break_even", "margin", "usage_drop", "sm_activity_peak", "headroom"]);
+const UUID = /^(GPU|MIG)-/;
+
+function evidenceValue(name, value, cur) {
+  if (typeof value === "boolean") return t(value ? "yes" : "no");
   if (typeof value === "number" && name.endsWith("_seconds")) return f.duration(value);
   if (typeof value === "number" && name.endsWith("_since")) return f.stamp(value);
   if (typeof value === "number" && name.endsWith("_bytes")) return f.gib(value) + " GiB";
   if (typeof value === "number" && name.endsWith("_watts")) return f.watts(value) + " W";
+  if (typeof value === "number" && name.startsWith("price_per")) return `${f.money(value)} ${cur}/h`;
+  if (typeof value === "number" && RATIOS.has(name)) return f.pct(value);
   if (typeof value === "number") return Number.isInteger(value) ? String(value) : value.toFixed(2);
   if (Array.isArray(value) && name === "moves") return value.map(move).join("; ");
-  if (Array.isArray(value)) return value.length > 2 ? `${value.length} × ${String(value[0]).slice(0, 12)}…` : value.join(", ");
+  // GPU uuids are for the tooltip, not six wrapped lines: "3 GPUs"
+  if (Array.isArray(value) && value.length && value.every((v) => UUID.test(String(v)))) return t("ev.gpu_list", { n: value.length });
+  if (Array.isArray(value)) return value.length > 3 ? `${value.slice(0, 3).join(", ")} … (${value.length})` : value.join(", ");
   return typeof value === "object" && value !== null ? JSON.stringify(value) : String(value);
 }
 
@@ -31,7 +46,7 @@ function tooltip(value) {
 
 function evidence(rec) {
   return h("dl", { class: "evidence" }, Object.entries(rec.evidence).slice(0, 7).map(([name, value]) =>
-    h("div", {}, h("dt", {}, name.replaceAll("_", " ")), h("dd", { title: tooltip(value) }, evidenceValue(name, value)))));
+    h("div", {}, h("dt", {}, evidenceLabel(name)), h("dd", { title: tooltip(value) }, evidenceValue(name, value, rec.savings.currency)))));
 }
 
 // a month extrapolated from a short window is the top of a range: say both ends

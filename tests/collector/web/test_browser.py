@@ -243,6 +243,31 @@ def test_plans_page_equals_the_api(tab: Tab, demo: RunningDemo) -> None:
     assert "70.0%" in gap
 
 
+def test_evidence_reads_as_words_in_both_languages(browser: Any, demo: RunningDemo) -> None:
+    """Evidence used to show raw keys ("window seconds", "whole node false", "price per
+    hour 13.76" with no unit) and full GPU uuids over six lines. Every evidence key the demo's
+    recommendations carry is in both catalogues: labels are words, GPUs a count, prices a
+    currency per hour, and the Chinese labels are not the English ones."""
+    recs = api(demo, "/v1/recommendations")["recommendations"]
+    keys = {key for rec in recs for key in list(rec["evidence"])[:7]}
+    assert keys, "the demo has recommendations with evidence"
+    labels = {}
+    for lang in ("en", "zh"):
+        tab = Tab(browser, demo, lang=lang)
+        page = tab.open("/ui/recommendations")
+        terms = page.locator(".evidence dt").all_inner_texts()
+        values = page.locator(".evidence dd").all_inner_texts()
+        assert not [
+            term for term in terms if "_" in term or term in {k.replace("_", " ") for k in keys}
+        ]
+        assert not [v for v in values if re.search(r"GPU-[0-9a-f]{4,}", v)], lang
+        assert not [v for v in values if v in ("true", "false")], lang
+        labels[lang] = set(terms)
+        tab.close()
+        assert tab.errors == [], lang
+    assert labels["en"].isdisjoint(labels["zh"] - {"GPU"})
+
+
 def test_recommendations_page_shows_savings_and_dismisses(tab: Tab, demo: RunningDemo) -> None:
     page = tab.open("/ui/recommendations")
     recs = api(demo, "/v1/recommendations")["recommendations"]
