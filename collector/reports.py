@@ -3,6 +3,7 @@ and the rates in force now (idle cost per hour, PUE, grid intensity per region).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -69,7 +70,8 @@ def workload_reports(
 
 @dataclass(frozen=True, slots=True)
 class LedgerTotals:
-    """The ledger's all-time totals, read once for one set of counters (a scrape)."""
+    """The ledger's all-time totals for one set of counters (a scrape): read from the
+    ledger, or kept in memory by collector/running_totals.py."""
 
     by_workload: list[tuple[WorkloadRef, Usage]]
     by_gpu: list[tuple[GpuRecord, Usage]]
@@ -80,13 +82,27 @@ class LedgerTotals:
 
     @classmethod
     def read(cls, ledger: Ledger, models: dict[str, str]) -> LedgerTotals:
+        """A fresh read of the ledger, with ``models`` as ``with_models`` takes them."""
+        return cls.stored(ledger).with_models(models)
+
+    @classmethod
+    def stored(cls, ledger: Ledger) -> LedgerTotals:
+        """What the ledger holds, its own models included (collector/running_totals.py
+        seeds from this)."""
+        return cls(
+            ledger.usage_totals_by_workload(),
+            ledger.usage_totals_by_gpu(),
+            ledger.workload_last_seen(),
+            ledger.workload_models(),
+        )
+
+    def with_models(self, models: dict[str, str]) -> LedgerTotals:
         """A workload's model is the one it was last seen on: ``models`` (this process's
-        view), else the ledger's right-sizing statistics, so workloads that ended before a
-        restart keep their model label."""
-        by_workload = ledger.usage_totals_by_workload()
-        if any(ref.key not in models for ref, _ in by_workload):
-            models = {**ledger.workload_models(), **models}
-        return cls(by_workload, ledger.usage_totals_by_gpu(), ledger.workload_last_seen(), models)
+        view), else the ledger's right-sizing statistics (``self.models``), so workloads
+        that ended before a restart keep their model label."""
+        if all(ref.key in models for ref, _ in self.by_workload):
+            return dataclasses.replace(self, models=models)
+        return dataclasses.replace(self, models={**self.models, **models})
 
 
 def waste_totals(ledger_totals: LedgerTotals) -> list[WasteTotal]:
