@@ -18,6 +18,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
+import msgspec
+
 from agent.model import BatchAck
 from collector.health import WritePath
 from collector.node_binding import NodeBinding
@@ -143,10 +145,13 @@ class HealthReport:
     write_path: WritePath = field(default_factory=WritePath)
 
 
-@dataclass(frozen=True, slots=True)
-class WasteTotal:
+class WasteTotal(msgspec.Struct, frozen=True, gc=False):
     """Idle GPU-seconds and their cost since the ledger began, for one (namespace,
-    workload, model). ``workload`` is the workload key; "" for unallocated GPUs."""
+    workload, model). ``workload`` is the workload key; "" for unallocated GPUs.
+
+    A frozen msgspec Struct (gc=False), as ``EnergyTotal``: a /metrics re-render after a
+    commit builds one per workload, and a frozen dataclass's __init__ cost ~1.6 us each
+    (~16 ms of both at 5,000 workloads)."""
 
     namespace: str
     workload: str
@@ -158,8 +163,7 @@ class WasteTotal:
     last_seen: float = math.inf
 
 
-@dataclass(frozen=True, slots=True)
-class EnergyTotal:
+class EnergyTotal(msgspec.Struct, frozen=True, gc=False):
     """Energy and carbon since the ledger began, for one workload ("" = unallocated)."""
 
     namespace: str

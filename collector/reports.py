@@ -3,6 +3,7 @@ and the rates in force now (idle cost per hour, PUE, grid intensity per region).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -69,7 +70,8 @@ def workload_reports(
 
 @dataclass(frozen=True, slots=True)
 class LedgerTotals:
-    """The ledger's all-time totals, read once for one set of counters (a scrape)."""
+    """The ledger's all-time totals for one set of counters (a scrape): read from the
+    ledger, or kept in memory by collector/running_totals.py."""
 
     by_workload: list[tuple[WorkloadRef, Usage]]
     by_gpu: list[tuple[GpuRecord, Usage]]
@@ -77,16 +79,67 @@ class LedgerTotals:
     last_seen: dict[str, float]
     #: workload key -> the GPU model it was last seen on
     models: dict[str, str]
+    #: what the rules read of ``by_gpu`` (None: summed at construction; ``with_models``
+    #: keeps them, so a snapshot kept in memory is summed once, not per render)
+    gpu_sums: GpuSums | None = None
+
+    def __post_init__(self) -> None:
+        if self.gpu_sums is None:
+            object.__setattr__(self, "gpu_sums", sum_gpus(self.by_gpu))
+
+    def sums(self) -> GpuSums:
+        assert self.gpu_sums is not None  # set by __post_init__
+        return self.gpu_sums
 
     @classmethod
     def read(cls, ledger: Ledger, models: dict[str, str]) -> LedgerTotals:
+        """A fresh read of the ledger, with ``models`` as ``with_models`` takes them."""
+        return cls.stored(ledger).with_models(models)
+
+    @classmethod
+    def stored(cls, ledger: Ledger) -> LedgerTotals:
+        """What the ledger holds, its own models included (collector/running_totals.py
+        seeds from this)."""
+        return cls(
+            ledger.usage_totals_by_workload(),
+            ledger.usage_totals_by_gpu(),
+            ledger.workload_last_seen(),
+            ledger.workload_models(),
+        )
+
+    def with_models(self, models: dict[str, str]) -> LedgerTotals:
         """A workload's model is the one it was last seen on: ``models`` (this process's
-        view), else the ledger's right-sizing statistics, so workloads that ended before a
-        restart keep their model label."""
-        by_workload = ledger.usage_totals_by_workload()
-        if any(ref.key not in models for ref, _ in by_workload):
-            models = {**ledger.workload_models(), **models}
-        return cls(by_workload, ledger.usage_totals_by_gpu(), ledger.workload_last_seen(), models)
+        view), else the ledger's right-sizing statistics (``self.models``), so workloads
+        that ended before a restart keep their model label."""
+        if all(ref.key in models for ref, _ in self.by_workload):
+            return dataclasses.replace(self, models=models)
+        return dataclasses.replace(self, models={**self.models, **models})
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSums:
+    """The per-GPU totals summed as the waste and energy rules need them."""
+
+    #: GPU model -> idle seconds nobody held and their share of the idle cost: each GPU's
+    #: idle cost split in proportion to its unallocated idle seconds
+    unallocated: dict[str, Usage]
+    #: every GPU's usage added up
+    fleet: Usage
+
+
+def sum_gpus(by_gpu: Iterable[tuple[GpuRecord, Usage]]) -> GpuSums:
+    """``GpuSums`` of the all-time per-GPU totals, added in ``by_gpu``'s order."""
+    unallocated: dict[str, Usage] = {}
+    fleet = Usage()
+    for gpu, usage in by_gpu:
+        fleet.add(usage)
+        free = usage.idle_seconds - usage.allocated_idle_seconds
+        if usage.idle_seconds <= 0 or free <= 0:
+            continue
+        part = unallocated.setdefault(gpu.model, Usage())
+        part.idle_seconds += free
+        part.idle_cost += usage.idle_cost * free / usage.idle_seconds
+    return GpuSums(unallocated, fleet)
 
 
 def waste_totals(ledger_totals: LedgerTotals) -> list[WasteTotal]:
@@ -105,17 +158,9 @@ def waste_totals(ledger_totals: LedgerTotals) -> list[WasteTotal]:
         )
         for ref, usage in ledger_totals.by_workload
     ]
-    unallocated: dict[str, Usage] = {}
-    for gpu, usage in ledger_totals.by_gpu:
-        free = usage.idle_seconds - usage.allocated_idle_seconds
-        if usage.idle_seconds <= 0 or free <= 0:
-            continue
-        part = unallocated.setdefault(gpu.model, Usage())
-        part.idle_seconds += free
-        part.idle_cost += usage.idle_cost * free / usage.idle_seconds
     totals += [
         WasteTotal("", "", "", model, u.idle_seconds, u.idle_cost)
-        for model, u in sorted(unallocated.items())
+        for model, u in sorted(ledger_totals.sums().unallocated.items())
     ]
     return totals
 
@@ -136,9 +181,7 @@ def energy_totals(ledger_totals: LedgerTotals) -> list[EnergyTotal]:
         )
         for ref, u in ledger_totals.by_workload
     ]
-    fleet = Usage()
-    for _, usage in ledger_totals.by_gpu:
-        fleet.add(usage)
+    fleet = ledger_totals.sums().fleet
     allocated = Usage()
     for total in totals:
         allocated.energy_joules += total.energy_joules

@@ -41,6 +41,7 @@ from collector.ledger.write_health import WriteHealth, write_problems
 from collector.node_binding import NodeBinding
 from collector.recommend.recommender import Recommender
 from collector.records import DuplicateGpu, GpuView, Recommendation, RecommendationStatus
+from collector.running_totals import RunningTotals
 from collector.usage_report import ledger_period
 
 
@@ -54,9 +55,12 @@ class CollectorService:
         ledger: Ledger,
         accountant: Accountant,
         stats: IngestStats,
+        totals: RunningTotals,
         clock: Callable[[], float] = time.time,
         applier: Applier | None = None,
     ) -> None:
+        """``totals``: the ledger's totals kept in memory (attached to the observers that
+        the applier tells of its commits)."""
         self.queue = queue
         #: whose commits the health report judges (None: commits are not judged)
         self.applier = applier
@@ -65,6 +69,7 @@ class CollectorService:
         self.accountant = accountant
         self.rates = accountant.rates
         self.stats = stats
+        self.totals = totals
         self._clock = clock
 
     def submit(
@@ -152,7 +157,8 @@ class CollectorService:
         )
 
     def fleet_totals(self) -> FleetTotals:
-        totals = reports.LedgerTotals.read(self.ledger, self.accountant.workload_models())
+        """The all-time totals as of the last commit, from memory (no ledger read)."""
+        totals = self.totals.snapshot(self.accountant.workload_models())
         return FleetTotals(
             currency=self.rates.currency,
             waste=tuple(reports.waste_totals(totals)),
@@ -191,6 +197,9 @@ class CollectorCore:
     ) -> CollectorCore:
         """The parts, wired, and the live fleet restored from ``ledger``."""
         stats, observers, health = IngestStats(), Observers(), WriteHealth(clock)
+        # seeded before the applier can commit; told of commits before anything attached later
+        totals = RunningTotals(ledger)
+        observers.attach(totals)
         fleet = LiveFleet(
             fleet_rules(settings),
             rates.model_of,
@@ -206,7 +215,7 @@ class CollectorCore:
         commit_every = settings.ingest.commit_interval_seconds
         applier = Applier(fleet, accountant, ledger, observers, commit_every, clock, health)
         recommender = Recommender(fleet, ledger, rates, settings.analysis, clock)
-        service = CollectorService(queue, fleet, ledger, accountant, stats, clock, applier)
+        service = CollectorService(queue, fleet, ledger, accountant, stats, totals, clock, applier)
         # a pending batch is judged by today's edge rules, at the time it arrived
         applier.restore(lambda body, at: accept_body(body, None, at, settings))
         return cls(ledger, fleet, queue, applier, recommender, observers, service)

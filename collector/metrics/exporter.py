@@ -16,8 +16,9 @@ share no name.
 **When it renders** (collector/metrics/cache.py). ``FleetExporter`` and ``RatesExporter``
 change when samples are applied (``Refresh.APPLY``), ``WorkloadExporter`` only at a ledger
 commit (``Refresh.COMMIT``): their exposition is rendered once per change and served from
-the cache. ``SelfExporter`` (ingest counters, last ingest, export errors) is rendered on
-every scrape, from memory.
+the cache; the totals ``WorkloadExporter`` reads are kept in memory and advanced by each
+commit (collector/running_totals.py), so its re-render reads no SQL. ``SelfExporter``
+(ingest counters, last ingest, export errors) is rendered on every scrape, from memory.
 
 Every family and label set comes from collector/metrics/catalogue.py. A backend call that
 fails drops its part, logs, and counts in ``gpufleet_collector_export_errors_total{part}``;
