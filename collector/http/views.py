@@ -6,7 +6,7 @@ counter) or the generation of another entry it was derived from (a filtered page
 fleet snapshot). It is served again while its source is unchanged and it is younger
 than ``max_age_seconds`` on the app's clock (states turn ``unknown`` with time alone);
 ``refresh_seconds`` (monotonic) lets a busy collector, whose fleet changes with every
-batch, serve an entry that young though its source moved: one build a second, not one a
+batch, serve an entry that young though its source moved: one build per refresh, not one a
 request. A request whose ``If-None-Match`` names the entry's tag is answered 304 with no
 body. Builds run in a worker thread; a fresh entry is answered on the event loop.
 """
@@ -28,8 +28,10 @@ from starlette.responses import Response
 #: views remembered at once (each distinct filter, page and window is one), least
 #: recently used forgotten first
 MAX_ENTRIES = 256
-#: an entry is rebuilt at least this often on the app's clock, whatever its source says
-MAX_AGE_SECONDS = 1.0
+#: an entry is rebuilt at least this often on the app's clock, whatever its source says:
+#: states turn ``unknown`` with time alone (``analysis.stale_after_seconds``, 60 s by
+#: default), so a view at most 5 s old is never more than a tenth of that behind
+MAX_AGE_SECONDS = 5.0
 #: builds of keys in different stripes run at once; of one key, one at a time
 BUILD_STRIPES = 16
 
@@ -71,25 +73,35 @@ class ViewCache:
         #: builds so far (a test counts them)
         self.builds = 0
 
-    def fresh(self, key: Hashable, source: Hashable) -> Entry | None:
-        """The entry for ``key`` if it may still be served for ``source``."""
+    def fresh(
+        self, key: Hashable, source: Hashable, max_age_seconds: float | None = None
+    ) -> Entry | None:
+        """The entry for ``key`` if it may still be served for ``source``; a value that
+        depends on its source alone (ledger rows) passes ``max_age_seconds=math.inf``."""
         with self._lock:
             entry = self._entries.get(key)
             if entry is None:
                 return None
             self._entries.move_to_end(key)
-        if self.clock() - entry.built_at >= self.max_age_seconds:
+        oldest = self.max_age_seconds if max_age_seconds is None else max_age_seconds
+        if self.clock() - entry.built_at >= oldest:
             return None
         if entry.source == source:
             return entry
         young = time.monotonic() - entry.built_monotonic < self.refresh_seconds
         return entry if young else None
 
-    def build(self, key: Hashable, source: Hashable, make: Callable[[], Any]) -> Entry:
+    def build(
+        self,
+        key: Hashable,
+        source: Hashable,
+        make: Callable[[], Any],
+        max_age_seconds: float | None = None,
+    ) -> Entry:
         """``key``'s value built from ``source`` and remembered, unless a build that
         finished while this one waited for its stripe made it already."""
         with self._stripes[hash(key) % BUILD_STRIPES]:
-            return self.fresh(key, source) or self._build(key, source, make)
+            return self.fresh(key, source, max_age_seconds) or self._build(key, source, make)
 
     def _build(self, key: Hashable, source: Hashable, make: Callable[[], Any]) -> Entry:
         value = make()
@@ -105,11 +117,17 @@ class ViewCache:
                 self._entries.popitem(last=False)
         return entry
 
-    async def get(self, key: Hashable, source: Hashable, make: Callable[[], Any]) -> Entry:
+    async def get(
+        self,
+        key: Hashable,
+        source: Hashable,
+        make: Callable[[], Any],
+        max_age_seconds: float | None = None,
+    ) -> Entry:
         """The fresh entry, or one built in a worker thread."""
-        entry = self.fresh(key, source)
+        entry = self.fresh(key, source, max_age_seconds)
         if entry is None:
-            entry = await run_in_threadpool(self.build, key, source, make)
+            entry = await run_in_threadpool(self.build, key, source, make, max_age_seconds)
         return entry
 
 

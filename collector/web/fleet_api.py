@@ -14,6 +14,7 @@ ETag (collector/http/views.py).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Protocol
 
@@ -40,7 +41,7 @@ from collector.read_answers import (
     GpuUsageResponse,
     summarise_by_node,
 )
-from collector.records import GpuView, Usage
+from collector.records import HOUR_SECONDS, GpuView, Usage
 from collector.usage_report import ledger_period
 
 
@@ -95,11 +96,14 @@ class FleetApi:
         except QueryError as err:
             return error_response(422, str(err), err.field, "bad_query")
         period = ledger_period(start, end, self.clock())
-        ledger = self.backend.read_version().ledger
+        # the rows of hours [start, end): the same for any end within one hour, so a window
+        # ending "now" reads the ledger once per commit, not once per request
+        first, last = period.start, math.ceil(period.end / HOUR_SECONDS) * HOUR_SECONDS
         rows = await self.cache.get(
-            ("usage-rows", period.start, period.end),
-            ledger,
-            lambda: {r.uuid: u for r, u in self.usage.usage_by_gpu(period.start, period.end)},
+            ("usage-rows", first, last),
+            self.backend.read_version().ledger,
+            lambda: {r.uuid: u for r, u in self.usage.usage_by_gpu(first, last)},
+            max_age_seconds=math.inf,  # ledger rows change with the ledger only
         )
         snapshot = await self.snapshots.current()
         snap: FleetSnapshot = snapshot.value

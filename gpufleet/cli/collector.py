@@ -48,8 +48,9 @@ log = logging.getLogger("gpufleet.collector")
 CHECK_EVERY_SECONDS = 5.0
 PRUNE_EVERY_SECONDS = 6 * 3600.0
 #: how young a cached read view (/v1/fleet, the console's) is served though the fleet
-#: changed since: a fleet at 1 Hz changes with every batch (collector/http/views.py)
-VIEW_REFRESH_SECONDS = 1.0
+#: changed since: a fleet at 1 Hz changes with every batch (collector/http/views.py); 5 s,
+#: a third of the console's and a typical poller's 15 s, so each of them sees fresh data
+VIEW_REFRESH_SECONDS = 5.0
 
 
 def add_parser(commands: Any) -> None:

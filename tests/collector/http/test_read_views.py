@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from collector.config import CollectorSettings
 from collector.http.app import create_app
 from collector.http.pages import GpuFilter, PageRequest, decode_cursor, gpu_key, paginate
-from collector.http.views import ViewCache
+from collector.http.views import MAX_AGE_SECONDS, ViewCache
 from collector.records import GpuState, GpuView, RecommendationKind, WorkloadRef
 from tests.collector.http.test_app_fake import (
     NOW,
@@ -100,16 +100,17 @@ def test_a_change_of_the_fleet_makes_a_new_answer_and_tag(
     assert uuids(after.json())[-1] == "GPU-n9-0" and backend.fleet_calls == 2
 
 
-def test_an_answer_is_rebuilt_once_it_is_a_second_old_on_the_app_clock(
+def test_an_answer_is_rebuilt_once_it_is_max_age_old_on_the_app_clock(
     client: AsgiClient, backend: FakeBackend, clock: Clock
 ) -> None:
-    """States turn unknown with time alone: an unchanged fleet is read again after 1 s."""
+    """States turn unknown with time alone: an unchanged fleet is read again after
+    MAX_AGE_SECONDS (5 s, a tenth of the default staleness)."""
     first = client.get("/v1/fleet", headers=AUTH)
-    clock.now += 0.5
+    clock.now += MAX_AGE_SECONDS / 2
     assert client.get("/v1/fleet", headers=AUTH).headers["etag"] == first.headers["etag"]
-    clock.now += 0.5
+    clock.now += MAX_AGE_SECONDS / 2
     later = client.get("/v1/fleet", headers=AUTH)
-    assert later.json()["now"] == NOW + 1.0 and backend.fleet_calls == 2
+    assert later.json()["now"] == NOW + MAX_AGE_SECONDS and backend.fleet_calls == 2
 
 
 def test_filters_answer_the_matching_gpus_with_the_whole_fleets_summary(

@@ -60,6 +60,27 @@ def test_the_summary_lists_nodes_by_waste_then_natural_name_without_gpus(
     assert again.status_code == 304
 
 
+def test_usage_to_now_reads_the_ledger_once_per_hour_and_commit(tmp_path: Path) -> None:
+    """A window ending "now" (the default, and the console's "today") used to read every
+    GPU's hourly rows on each request, because "now" moved: the rows of [start, end) are
+    the same for any end within one hour while the ledger is unchanged."""
+    now = [NOW + 120]
+    settings = CollectorSettings(
+        server=ServerSettings(tokens=[TOKEN]), ledger=LedgerSettings(url=str(tmp_path / "l.db"))
+    )
+    built = build_collector(settings, clock=lambda: now[0], tokens=frozenset([TOKEN]))
+    client = AsgiClient(built.app)
+    seen: list[str] = []
+    built.ledger._reader.set_trace_callback(seen.append)
+    reads = lambda: [s for s in seen if "gpu_usage_hourly" in s]  # noqa: E731
+    first = client.get("/v1/gpus/usage?limit=1", headers=AUTH).json()
+    now[0] += 30  # within the same hour (NOW is a whole hour)
+    second = client.get("/v1/gpus/usage?limit=1", headers=AUTH).json()
+    assert len(reads()) == 1 and first["usage"] == second["usage"]
+    assert second["end"] == now[0]  # the answer still says the window asked
+    built.ledger.close()
+
+
 def test_gpu_usage_pages_by_node_with_an_etag(collector: Collector) -> None:
     client = AsgiClient(collector.app)
     first = client.get("/v1/gpus/usage?node=gpu-node-10&limit=1", headers=AUTH)
