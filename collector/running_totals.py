@@ -31,6 +31,7 @@ totals have this commit's deltas when the exposition drops its cached part.
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Iterable, Sequence
 
 import msgspec
@@ -39,6 +40,8 @@ from collector.ledger.observers import StoredBatch
 from collector.ledger.store import GpuRecord, Ledger, LedgerWrite
 from collector.records import Usage
 from collector.reports import LedgerTotals
+
+log = logging.getLogger(__name__)
 
 
 class RunningTotals:
@@ -61,6 +64,17 @@ class RunningTotals:
         """Stored batches add nothing to the totals until they are applied and committed."""
 
     def write_committed(self, write: LedgerWrite) -> None:
+        """Fold the commit's deltas in; a fold that fails part-way would leave the totals
+        off until a restart, so it reads them again from the ledger (which holds the
+        commit) instead, and says so once per failure."""
+        try:
+            self._fold(write)
+        except Exception:
+            log.exception("running totals: a commit could not be folded in; read again from "
+                          "the ledger")  # fmt: skip
+            self._seed()
+
+    def _fold(self, write: LedgerWrite) -> None:
         if not self._knows(write):
             self._seed()
             return

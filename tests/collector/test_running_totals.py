@@ -8,6 +8,7 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -141,6 +142,26 @@ def test_a_snapshot_is_not_changed_by_later_commits() -> None:
     totals.write_committed(write)
     assert [u.energy_joules for _, u in first.by_gpu] == [5.0]
     assert [u.energy_joules for _, u in totals.snapshot({}).by_gpu] == [10.0]
+    ledger.close()
+
+
+def test_a_fold_that_fails_reads_the_totals_again_from_the_ledger(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The ledger committed two GPUs' deltas; the fold is told a write it cannot add (a
+    delta that is no Usage) after adding the first GPU's: the totals are read again and
+    equal the ledger's, not half a commit."""
+    ledger = Ledger.open(":memory:")
+    gpus = [GpuRecord(f"GPU-{i}", "n1", "H100", "NVIDIA H100", i, T0, T0) for i in "ab"]
+    ledger.commit(LedgerWrite(gpus={g.uuid: g for g in gpus}))
+    totals = RunningTotals(ledger)
+    good = {(T0, "GPU-a"): Usage(energy_joules=5.0), (T0, "GPU-b"): Usage(energy_joules=7.0)}
+    ledger.commit(LedgerWrite(gpu_usage=good))
+    broken = {(T0, "GPU-a"): Usage(energy_joules=5.0), (T0, "GPU-b"): None}
+    totals.write_committed(LedgerWrite(gpu_usage=broken))  # type: ignore[arg-type]
+    assert totals.snapshot({}) == LedgerTotals.read(ledger, {})
+    assert [u.energy_joules for _, u in totals.snapshot({}).by_gpu] == [5.0, 7.0]
+    assert [r.message for r in caplog.records if "could not be folded" in r.message]
     ledger.close()
 
 
