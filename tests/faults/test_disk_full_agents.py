@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 
-from agent.sources.simulated.source import build_fleet
 from tests.e2e.collector_process import CollectorProcess
 from tests.faults.conftest import Report
 from tests.faults.mounts import Tmpfs
@@ -27,18 +26,15 @@ from tests.faults.rig import (
     SimAgent,
     drain,
     run_ticks,
-    sim_agent,
     status_of,
-    write_config,
 )
+from tests.faults.small_disk import small_disk
 from tests.faults.tally import agents_tally
 
 pytestmark = pytest.mark.slow  # real collector processes, kill -9, mounts
 
-DISK_BYTES = 16 * 1024 * 1024
 #: readiness must follow the write path within this (issue 17, "Must show")
 READINESS_SECONDS = 30.0
-SMALL_DISK = {"ledger": {"synchronous": "NORMAL"}}
 
 
 def ship_until_ready_is(want: int, collector: CollectorProcess, agents: list[SimAgent]) -> float:
@@ -63,12 +59,9 @@ def test_a_full_disk_keeps_batches_with_the_agents_and_readiness_tells(
     collector_at: Callable[[Path, Path], CollectorProcess],
     fault_report: Report,
 ) -> None:
-    disk = tmpfs(DISK_BYTES)
-    start = time.time() - 3600.0
-    fleet = build_fleet(nodes=2, gpus_per_node=2, start_time=start)
-    config, db = write_config(tmp_path / "collector.yaml", SMALL_DISK), disk.path / "ledger.db"
-    collector = collector_at(config, db)
-    agents = [sim_agent(n, collector.url, tmp_path / n.name, start) for n in fleet.nodes]
+    rig = small_disk(tmp_path, tmpfs, collector_at)
+    disk, config, db, fleet = rig.disk, rig.config, rig.db, rig.fleet
+    collector, agents = rig.collector, rig.agents
     collector.start()
     try:
         ship_until_ready_is(200, collector, agents)

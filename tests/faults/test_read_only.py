@@ -15,22 +15,19 @@ the read-only spell is one the collector starts into, not one it is running thro
 from __future__ import annotations
 
 import subprocess
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from agent.sources.simulated.source import build_fleet
 from tests.e2e.collector_process import CollectorProcess
 from tests.faults.conftest import Report
 from tests.faults.mounts import Tmpfs
-from tests.faults.rig import drain, run_ticks, sim_agent, write_config
+from tests.faults.rig import drain, run_ticks
+from tests.faults.small_disk import small_disk
 from tests.faults.tally import agents_tally
 
 pytestmark = pytest.mark.slow  # real collector processes, kill -9, mounts
-
-DISK_BYTES = 16 * 1024 * 1024
 
 
 def read_only_filesystem(disk: Tmpfs, db: Path, read_only: bool) -> None:
@@ -46,8 +43,6 @@ def read_only_ledger_file(disk: Tmpfs, db: Path, read_only: bool) -> None:
     assert done.returncode == 0, done.stderr
 
 
-#: segments grow with their appends (see test_disk_full.py), so 16 MiB hold several
-SMALL_DISK = {"ledger": {"synchronous": "NORMAL"}}
 SHIP_EVERY_TICKS = 3
 
 
@@ -63,12 +58,9 @@ def test_a_read_only_ledger_is_refused_by_name_and_read_write_again_loses_nothin
     collector_at: Callable[[Path, Path], CollectorProcess],
     fault_report: Report,
 ) -> None:
-    disk = tmpfs(DISK_BYTES)
-    start = time.time() - 3600.0
-    fleet = build_fleet(nodes=2, gpus_per_node=2, start_time=start)
-    config, db = write_config(tmp_path / "collector.yaml", SMALL_DISK), disk.path / "ledger.db"
-    collector = collector_at(config, db)
-    agents = [sim_agent(n, collector.url, tmp_path / n.name, start) for n in fleet.nodes]
+    rig = small_disk(tmp_path, tmpfs, collector_at)
+    disk, config, db, fleet = rig.disk, rig.config, rig.db, rig.fleet
+    collector, agents = rig.collector, rig.agents
     collector.start()
     try:
         run_ticks(agents, 30, SHIP_EVERY_TICKS)
