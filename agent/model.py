@@ -165,6 +165,56 @@ class GpuSample(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, g
     #: Last, with defaults, so older senders and readers keep working.
     encoder_activity: float | None = None
     decoder_activity: float | None = None
+    #: Bottleneck signals (issue 24). Bytes per second over the last interval, from GPM on
+    #: Hopper+ or NVML's byte-counter fields elsewhere (never the blocking 20 ms
+    #: nvmlDeviceGetPcieThroughput); None where the GPU cannot say.
+    pcie_tx_bytes_per_second: float | None = None
+    pcie_rx_bytes_per_second: float | None = None
+    nvlink_tx_bytes_per_second: float | None = None
+    nvlink_rx_bytes_per_second: float | None = None
+    #: 0..1. GPM pipe activity (DCGM's PIPE_FP64/FP32/FP16_ACTIVE); None without GPM.
+    fp64_activity: float | None = None
+    fp32_activity: float | None = None
+    fp16_activity: float | None = None
+    #: the PCIe link now and at most (a link below its maximum is downtrained; an idle
+    #: GPU may lower its generation to save power, so compare under load)
+    pcie_link_generation: int | None = None
+    pcie_link_width: int | None = None
+    pcie_link_generation_max: int | None = None
+    pcie_link_width_max: int | None = None
+    #: PCIe replay counter since driver load (nvmlDeviceGetPcieReplayCounter)
+    pcie_replays_total: int | None = None
+    #: 0..1 of the fan's maximum speed; None on passively cooled GPUs
+    fan_speed_ratio: float | None = None
+    #: pages retired for ECC errors (pre-Ampere; remapped rows on Ampere+) and whether a
+    #: retirement waits for the next driver reload
+    retired_pages_total: int | None = None
+    retired_pages_pending: bool | None = None
+    #: the SM clock the GPU runs at without throttling (default applications clock,
+    #: nvidia-smi clocks.default_applications.sm); a busy GPU below it is held back
+    sm_clock_default_hertz: float | None = None
+
+
+class WorkloadHostSample(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
+    """A workload's use of its host at ``timestamp``: CPU against its cgroup limit and
+    memory pressure, so the collector can tell a GPU starved by its data loader.
+
+    ``workload_key`` is ``Workload.key`` of a holder named in this batch's samples.
+    """
+
+    timestamp: float
+    workload_key: str
+    #: CPU cores used over the last interval (cgroup cpu.stat usage_usec delta / elapsed)
+    cpu_used_cores: float | None = None
+    #: the cgroup's CPU limit in cores (cpu.max quota/period); None when unlimited
+    cpu_limit_cores: float | None = None
+    #: 0..1, share of the last interval CPU-runnable tasks waited on a throttled quota
+    #: (cpu.stat nr_throttled/nr_periods); None where the cgroup cannot say
+    cpu_throttled_ratio: float | None = None
+    #: 0..1, PSI memory "some" avg10 / 100 (memory.pressure)
+    memory_pressure_ratio: float | None = None
+    memory_used_bytes: int | None = None
+    memory_limit_bytes: int | None = None
 
 
 class Batch(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -185,6 +235,8 @@ class Batch(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     agent_version: str = ""
     #: node labels from config (region, zone, team, ...)
     node_labels: dict[str, str] = msgspec.field(default_factory=dict)
+    #: per-workload host CPU and memory from its cgroup, one per workload per tick (issue 24)
+    hosts: tuple[WorkloadHostSample, ...] = ()
 
 
 class BatchAck(msgspec.Struct, frozen=True, kw_only=True):

@@ -21,6 +21,7 @@ from collector.ingest.rules import (
     BATCH_RULES,
     FINITE,
     GPU_RULES,
+    HOST_RULES,
     PROCESS_RULES,
     SAMPLE_RULES,
     SHOWN_CHARS,
@@ -93,6 +94,9 @@ def batch_problems(
             yield _timestamp_problem(f"$.samples[{i}]", sample, now, settings, offset)
         if not values_checked:
             yield from _sample_problems(f"$.samples[{i}]", sample)
+    if not values_checked:
+        for i, host in enumerate(batch.hosts):
+            yield from _value_problems(f"$.hosts[{i}]", host, HOST_RULES, None)
 
 
 def _rating(batch: Batch, uuid: str) -> str:

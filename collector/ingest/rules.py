@@ -31,7 +31,7 @@ from typing import Annotated, Any, cast, get_args, get_origin
 
 import msgspec
 
-from agent.model import Batch, GpuInfo, GpuSample, ProcessSample, Workload
+from agent.model import Batch, GpuInfo, GpuSample, ProcessSample, Workload, WorkloadHostSample
 from collector.analysis.physical import (
     MAX_CELSIUS,
     MAX_POWER_WATTS,
@@ -122,6 +122,14 @@ CELSIUS = Rule(
 )
 #: clocks in hertz: no GPU clock runs at 10 GHz
 HERTZ = Rule("must be from 0 to 1e10 Hz", ge=0.0, le=1e10)
+#: link throughput: no PCIe or NVLink link moves 10 TB/s
+BYTES_PER_SECOND = Rule("must be from 0 to 1e13 bytes/s", ge=0.0, le=1e13)
+#: a PCIe link's generation (1..7) or lane count (1..32)
+PCIE_GENERATION = Rule("must be a PCIe generation from 1 to 7", ge=1, le=7)
+PCIE_WIDTH = Rule("must be a PCIe link width from 1 to 32 lanes", ge=1, le=32)
+#: CPU cores of one workload: no host has a million
+CORES = Rule("must be from 0 to 1e6 CPU cores", ge=0.0, le=1e6)
+MAX_HOSTS = 1024
 
 #: ``Batch``'s identity; the order of each table is the order problems are reported in
 BATCH_RULES: dict[str, Rule] = {
@@ -137,6 +145,7 @@ BATCH_RULES: dict[str, Rule] = {
     ),
     "agent_version": TEXT,
     "node_labels": LABELS,
+    "hosts": Rule(f"must list at most {MAX_HOSTS} workload host samples", max_length=MAX_HOSTS),
 }
 GPU_RULES: dict[str, Rule] = {
     "uuid": ID,
@@ -186,6 +195,31 @@ SAMPLE_RULES: dict[str, Rule] = {
     "processes": Rule(f"must list at most {MAX_PROCESSES} processes", max_length=MAX_PROCESSES),
     "workloads": Rule(f"must list at most {MAX_WORKLOADS} workloads", max_length=MAX_WORKLOADS),
     "error": TEXT,
+    "pcie_tx_bytes_per_second": BYTES_PER_SECOND,
+    "pcie_rx_bytes_per_second": BYTES_PER_SECOND,
+    "nvlink_tx_bytes_per_second": BYTES_PER_SECOND,
+    "nvlink_rx_bytes_per_second": BYTES_PER_SECOND,
+    "fp64_activity": RATIO,
+    "fp32_activity": RATIO,
+    "fp16_activity": RATIO,
+    "pcie_link_generation": PCIE_GENERATION,
+    "pcie_link_width": PCIE_WIDTH,
+    "pcie_link_generation_max": PCIE_GENERATION,
+    "pcie_link_width_max": PCIE_WIDTH,
+    "pcie_replays_total": COUNT,
+    "fan_speed_ratio": RATIO,
+    "retired_pages_total": COUNT,
+    "sm_clock_default_hertz": HERTZ,
+}
+#: ``WorkloadHostSample``'s values (its timestamp is checked like a sample's)
+HOST_RULES: dict[str, Rule] = {
+    "workload_key": TEXT,
+    "cpu_used_cores": CORES,
+    "cpu_limit_cores": CORES,
+    "cpu_throttled_ratio": RATIO,
+    "memory_pressure_ratio": RATIO,
+    "memory_used_bytes": COUNT,
+    "memory_limit_bytes": COUNT,
 }
 PROCESS_RULES: dict[str, Rule] = {
     "pid": COUNT,
@@ -260,6 +294,9 @@ CheckedGpuSample = cast(
         },
     ),
 )
+CheckedWorkloadHostSample = cast(
+    type[WorkloadHostSample], _checked_subclass(WorkloadHostSample, HOST_RULES, {})
+)
 #: a Batch that msgspec held to every rule of the table while decoding it
 CheckedBatch = cast(
     type[Batch],
@@ -269,6 +306,7 @@ CheckedBatch = cast(
         {
             "gpus": tuple[CheckedGpuInfo, ...],  # type: ignore[valid-type]
             "samples": tuple[CheckedGpuSample, ...],  # type: ignore[valid-type]
+            "hosts": tuple[CheckedWorkloadHostSample, ...],  # type: ignore[valid-type]
         },
     ),
 )

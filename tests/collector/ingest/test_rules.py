@@ -19,6 +19,7 @@ from agent.model import (
     GpuSample,
     ProcessSample,
     Workload,
+    WorkloadHostSample,
     WorkloadKind,
     encode_batch,
 )
@@ -28,6 +29,7 @@ from collector.ingest.decode import parse_batch, validate_batch
 from collector.ingest.rules import (
     BATCH_RULES,
     GPU_RULES,
+    HOST_RULES,
     ID,
     INT64_MAX,
     MAX_SAMPLES,
@@ -49,9 +51,10 @@ TABLES: dict[str, tuple[type[Any], dict[str, Rule]]] = {
     "$.samples[0]": (GpuSample, SAMPLE_RULES),
     "$.samples[0].processes[0]": (ProcessSample, PROCESS_RULES),
     "$.samples[0].workloads[0]": (Workload, WORKLOAD_RULES),
+    "$.hosts[0]": (WorkloadHostSample, HOST_RULES),
 }
 #: rules on how many structs a batch or sample lists: tested one by one below
-COUNTS = {("$", "gpus"), ("$", "samples"), ("$.samples[0]", "processes"),
+COUNTS = {("$", "gpus"), ("$", "samples"), ("$", "hosts"), ("$.samples[0]", "processes"),
           ("$.samples[0]", "workloads")}  # fmt: skip
 RULES = [
     pytest.param(where, name, id=f"{where}.{name}")
@@ -110,6 +113,10 @@ def batch_with(where: str, name: str, value: object) -> Batch:
     info = msgspec.structs.replace(info, power_limit_watts=UNRATED_MAX_WATTS)
     if where == "$":
         return msgspec.structs.replace(batch, gpus=(info,), **{name: value})
+    if where == "$.hosts[0]":
+        host = WorkloadHostSample(timestamp=sample.timestamp, workload_key="pod:ns/a")
+        host = msgspec.structs.replace(host, **{name: value})
+        return msgspec.structs.replace(batch, gpus=(info,), hosts=(host,))
     if where == "$.gpus[0]":
         info = msgspec.structs.replace(info, **{name: value})
         if name == "uuid":  # the sample follows its GPU
@@ -213,6 +220,9 @@ def entries(where: str, name: str, count: int) -> Batch:
         at = [sample.timestamp - i * 1e-3 for i in range(count)]
         samples = tuple(msgspec.structs.replace(sample, timestamp=t) for t in at)
         return msgspec.structs.replace(batch, samples=samples)
+    if name == "hosts":
+        host = WorkloadHostSample(timestamp=sample.timestamp, workload_key="pod:ns/a")
+        return msgspec.structs.replace(batch, hosts=(host,) * count)
     many = tuple(getattr(sample, name)[:1] * count)
     return msgspec.structs.replace(
         batch, samples=(msgspec.structs.replace(sample, **{name: many}),)
