@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from collector.actions.settings import ActionSettings
+from collector.cluster.settings import ClusterSettings
 from collector.influx.settings import InfluxSettings
 from collector.notify.settings import NotificationSettings
 from gpufleet.settings import ConfigError
@@ -250,6 +251,8 @@ class CollectorSettings:
     notifications: NotificationSettings = field(default_factory=NotificationSettings)
     actions: ActionSettings = field(default_factory=ActionSettings)
     influx: InfluxSettings = field(default_factory=InfluxSettings)
+    #: shards and leases of collector replicas sharing a PostgreSQL ledger
+    cluster: ClusterSettings = field(default_factory=ClusterSettings)
 
     def __post_init__(self) -> None:
         forget, stale = self.ingest.forget_after_seconds, self.analysis.stale_after_seconds

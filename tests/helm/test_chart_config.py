@@ -42,7 +42,8 @@ COLLECTOR_OWNED = {
     "server.host": "all interfaces",
     "server.tokens": "never inline: the Secret",
     "server.tokens_file": "the mounted Secret's collector-tokens",
-    "ledger.url": "collector.persistence",
+    "ledger.url": "collector.persistence, or collector.postgresql's Secret (GPUFLEET_LEDGER__URL)",
+    "cluster.replica_id": "the pod name (GPUFLEET_CLUSTER__REPLICA_ID, downward API)",
     "influx.token": "never inline: the Secret",
     "influx.token_file": "the mounted Secret's influx-token",
 }
