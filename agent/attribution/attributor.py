@@ -33,10 +33,10 @@ from typing import TypeVar
 
 import msgspec
 
+from agent.attribution.cgroups import slurm_job_from_environ
 from agent.attribution.devices import GpuDirectory
 from agent.attribution.hpc import JobAllocation, MappingFiles
 from agent.attribution.kubelet import PodDevice, PodResourcesCache, PodResourcesClient
-from agent.attribution.cgroups import slurm_job_from_environ
 from agent.attribution.proc import ProcessIdentity, ProcReader
 from agent.attribution.slurm import SlurmJob, SqueueReader, SqueueSettings
 from agent.attribution.workloads import (
@@ -237,9 +237,7 @@ class Attributor:
     ) -> Workload:
         if identity is None:
             return bare_process_workload(pid, name)
-        return process_workload(
-            identity, on_gpu, holders.pods, self._user_name, holders.slurm_jobs
-        )
+        return process_workload(identity, on_gpu, holders.pods, self._user_name, holders.slurm_jobs)
 
     def _manual(self, gpu_uuid: str, directory: GpuDirectory) -> list[Workload]:
         """A label set on the GPU's UUID, else on its MIG parent's UUID, else on its index."""

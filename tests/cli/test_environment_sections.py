@@ -49,7 +49,9 @@ def test_a_section_neither_program_has_names_the_variable() -> None:
     environ = {"GPUFLEET_SHIPER__URL": "http://x"}
     with pytest.raises(ConfigError) as err:
         load_settings(AgentSettings, None, environ, foreign=(CollectorSettings,))
-    assert str(err.value).startswith("environment variable GPUFLEET_SHIPER__URL: shiper: unknown key")
+    assert str(err.value).startswith(
+        "environment variable GPUFLEET_SHIPER__URL: shiper: unknown key"
+    )
 
 
 def test_a_bad_key_or_value_names_its_source(tmp_path: Path) -> None:

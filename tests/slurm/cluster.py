@@ -73,7 +73,9 @@ class SlurmCluster:
             if job is not None and job["job_state"] == "RUNNING" and self.job_pids(job_id):
                 return job
             time.sleep(0.1)
-        raise SlurmClusterError(f"job {job_id} not running after {timeout_seconds}s:\n{self.logs()}")
+        raise SlurmClusterError(
+            f"job {job_id} not running after {timeout_seconds}s:\n{self.logs()}"
+        )
 
     def job_pids(self, job_id: str) -> list[int]:
         """PIDs on this machine whose environment says SLURM_JOB_ID=job_id (the job's

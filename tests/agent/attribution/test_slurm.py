@@ -20,10 +20,11 @@ CAPTURED = (FIXTURES / "slurm" / "squeue_22.05.8.json").read_text()
 
 def test_the_captured_jobs_of_this_node_with_what_slurm_knows() -> None:
     jobs = parse_squeue_json(CAPTURED, "vm")
+    job = SlurmJob
     assert jobs == {
-        "1000": SlurmJob("1000", "RUNNING", "train", "root", "team-a", "gpu", None, None, 2, (0, 1)),
-        "1001": SlurmJob("1001", "RUNNING", "infer", "root", "team-b", "debug", None, 5400.0, 1, (2,)),
-        "1002": SlurmJob("1002", "CANCELLED", "noacct", "root", None, "debug", None, None, 1, ()),
+        "1000": job("1000", "RUNNING", "train", "root", "team-a", "gpu", None, None, 2, (0, 1)),
+        "1001": job("1001", "RUNNING", "infer", "root", "team-b", "debug", None, 5400.0, 1, (2,)),
+        "1002": job("1002", "CANCELLED", "noacct", "root", None, "debug", None, None, 1, ()),
     }  # fmt: skip
     assert [j.holds_gpus for j in jobs.values()] == [True, True, False]
 

@@ -8,7 +8,6 @@ import pytest
 from collector.actions.executors import ExecutorError, SlurmExecutor, Target
 from collector.actions.settings import SlurmSettings
 from tests.slurm.cluster import SlurmCluster
-from tests.slurm.fixture import slurm, slurm_jobs  # noqa: F401
 
 pytestmark = pytest.mark.slow
 
