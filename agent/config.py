@@ -94,6 +94,15 @@ class AttributionSettings:
     refresh_seconds: float = 5.0
     #: manual labels: GPU UUID or index -> {"name": ..., "namespace": ..., "team": ...}
     manual: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: Slurm's ``squeue`` (account, partition, QOS, user, time limit, GPUs of this node's
+    #: jobs); "auto": the one on PATH where the node has a Slurm config; "": never asked
+    squeue_path: str = "auto"
+    #: SLURM_CONF for squeue, where the node has no /etc/slurm/slurm.conf
+    slurm_conf: Path | None = None
+    #: this node's name in Slurm (SLURMD_NODENAME); empty: the short host name
+    slurm_node: str = ""
+    #: a slow slurmctld holds up one sampling tick at most this long per refresh
+    squeue_timeout_seconds: float = 2.0
 
 
 @dataclass(frozen=True)

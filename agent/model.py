@@ -49,6 +49,9 @@ _PRIMARY_ORDER: dict[str, int] = {
 SLURM_STEP_LABEL = "slurm_step"
 SLURM_ACCOUNT_LABEL = "slurm_account"
 SLURM_PARTITION_LABEL = "slurm_partition"
+SLURM_QOS_LABEL = "slurm_qos"
+SLURM_TIME_LIMIT_LABEL = "slurm_time_limit_seconds"
+SLURM_GPUS_LABEL = "slurm_gpus"
 
 
 class Workload(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):

@@ -23,7 +23,7 @@ from collector.records import (
     WorkloadRef,
 )
 
-Group = Literal["namespace", "team", "model", "node"]
+Group = Literal["namespace", "team", "model", "node", "account"]
 
 _SUMS = ", ".join(f"SUM(h.{c})" for c in USAGE_COLUMNS)
 _TOTALS = ", ".join(f"t.{c}" for c in USAGE_COLUMNS)
@@ -41,6 +41,12 @@ _GROUPS: dict[str, tuple[str, str, str]] = {
     "team": ("workload_usage_hourly", "workloads w ON w.key = h.workload_key", "w.team"),
     "model": ("gpu_usage_hourly", "gpus w ON w.uuid = h.gpu_uuid", "w.model"),
     "node": ("gpu_usage_hourly", "gpus w ON w.uuid = h.gpu_uuid", "w.node"),
+    # a Slurm job's namespace is its account (its partition when it has none: workload_ref)
+    "account": (
+        "workload_usage_hourly",
+        "workloads w ON w.key = h.workload_key",
+        "CASE WHEN w.kind = 'slurm_job' THEN w.namespace ELSE '' END",
+    ),
 }
 
 

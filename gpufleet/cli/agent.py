@@ -19,6 +19,7 @@ from agent.config import AgentSettings
 from agent.sampler import Sampler
 from agent.sources.interface import GpuSource, SourceError
 from agent.stats import AgentStats
+from collector.config import CollectorSettings
 from gpufleet.settings import ConfigError, load_settings
 
 log = logging.getLogger("gpufleet.agent")
@@ -55,7 +56,9 @@ def settings_from_args(args: argparse.Namespace, environ: dict[str, str]) -> Age
         overrides["shipper.enabled"] = False
     if args.dcgm_compat:
         overrides["exporter.dcgm_compat"] = True
-    return load_settings(AgentSettings, args.config, environ, overrides)
+    return load_settings(
+        AgentSettings, args.config, environ, overrides, foreign=(CollectorSettings,)
+    )
 
 
 def node_name(settings: AgentSettings, environ: dict[str, str]) -> str:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import uvicorn
 from starlette.applications import Starlette
 
+from agent.config import AgentSettings
 from collector.accounting.rates import Rates
 from collector.analysis.carbon import HourlyFeed, IntensityTable
 from collector.analysis.cost import PriceBook
@@ -64,7 +65,9 @@ def add_parser(commands: Any) -> None:
 
 def settings_from_args(args: argparse.Namespace) -> CollectorSettings:
     overrides = {"server.host": args.host, "server.port": args.port, "ledger.url": args.db}
-    return load_settings(CollectorSettings, args.config, dict(os.environ), overrides)
+    return load_settings(
+        CollectorSettings, args.config, dict(os.environ), overrides, foreign=(AgentSettings,)
+    )
 
 
 @dataclass

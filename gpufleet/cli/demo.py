@@ -25,7 +25,7 @@ from typing import Any
 
 import uvicorn
 
-from agent.config import ShipperSettings
+from agent.config import AgentSettings, ShipperSettings
 from agent.metrics.exporter import AgentExporter, XidTally, serve_metrics
 from agent.sampler import Sampler
 from agent.shipper import Shipper
@@ -137,7 +137,7 @@ def build_demo(args: argparse.Namespace, workdir: Path) -> Demo:
     _check_ports(args.port, [node.name for node in fleet.nodes])
     token = secrets.token_urlsafe(24)
     base = (
-        load_settings(CollectorSettings, args.config, os.environ)
+        load_settings(CollectorSettings, args.config, os.environ, foreign=(AgentSettings,))
         if args.config is not None
         else CollectorSettings()
     )

@@ -23,6 +23,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from agent.config import AgentSettings
 from collector.analysis.cost import PriceBook
 from collector.config import CollectorSettings
 from collector.http.query import QueryError, parse_instant
@@ -48,7 +49,9 @@ def add_parser(commands: Any) -> None:
     )
     p.add_argument("--config", type=Path, help="the collector's YAML settings")
     p.add_argument("--db", help="ledger: SQLite file (default: from config, gpufleet.db)")
-    p.add_argument("--by", choices=["namespace", "team", "model", "node"], default="namespace")
+    p.add_argument(
+        "--by", choices=["namespace", "team", "model", "node", "account"], default="namespace"
+    )
     p.add_argument("--period", default="7d", help="how far back: e.g. 24h, 7d, 4w (default 7d)")
     p.add_argument(
         "--end", help="when the period ends: Unix seconds or ISO 8601, UTC by default (default now)"
@@ -107,8 +110,9 @@ def rows_for(usages: list[tuple[str, Usage]]) -> list[dict[str, Any]]:
 
 def run(args: argparse.Namespace) -> int:
     settings = load_settings(
-        CollectorSettings, args.config, dict(os.environ), {"ledger.url": args.db}
-    )
+        CollectorSettings, args.config, dict(os.environ), {"ledger.url": args.db},
+        foreign=(AgentSettings,),
+    )  # fmt: skip
     url = settings.ledger.url
     if "://" not in url and url != ":memory:" and not Path(url).exists():
         raise ConfigError(f"ledger.url: no ledger at {url!r} (run the collector first, or --db)")
