@@ -79,8 +79,18 @@ class ExporterSettings:
     enabled: bool = True
     address: str = "0.0.0.0"
     port: int = 9835
-    #: also export dcgm-exporter 4.8.x names, units and labels
+    #: also export dcgm-exporter names, units and labels
     dcgm_compat: bool = False
+    #: which dcgm-exporter naming: "4.8" (the names NVIDIA's dashboard and most existing
+    #: dashboards query: the default, so they work unmodified) or "4.9" (DCGM 4.7 names,
+    #: SI-like units, for dashboards already moved to dcgm-exporter 4.9)
+    dcgm_naming: Literal["4.8", "4.9"] = "4.8"
+
+    def __post_init__(self) -> None:
+        if self.dcgm_naming not in ("4.8", "4.9"):
+            raise ConfigError(
+                f'exporter.dcgm_naming: must be "4.8" or "4.9", got {self.dcgm_naming!r}'
+            )
 
 
 @dataclass(frozen=True)

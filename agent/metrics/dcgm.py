@@ -1,8 +1,9 @@
-"""dcgm-exporter 4.8.x families from our samples, so dashboards built for it work unmodified.
+"""dcgm-exporter families from our samples, so dashboards built for it work unmodified.
 
-The fields, their units and labels are agent/metrics/dcgm_fields.py's; this module converts
-our SI samples to DCGM's units (MHz, MiB, mJ, %) and labels each series. A field is emitted
-only for GPUs where we have a value.
+The fields, their units and labels are agent/metrics/dcgm_fields.py's (4.8.x) and
+agent/metrics/dcgm_naming.py's (4.9); this module converts our SI samples to DCGM's 4.8
+units (MHz, MiB, mJ, %), scales them to the chosen naming's, and labels each series. A
+field is emitted only for GPUs where we have a value.
 
 Labels that do not apply are empty strings, which Prometheus stores as absent. As in
 dcgm-exporter, a MIG instance's ``gpu`` and ``UUID`` are its parent's.
@@ -96,6 +97,26 @@ _VALUES: dict[str, Callable[[GpuSample], float | None]] = {
     "DCGM_FI_PROF_SM_OCCUPANCY": lambda s: s.sm_occupancy,
     "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": lambda s: s.tensor_activity,
     "DCGM_FI_PROF_DRAM_ACTIVE": lambda s: s.dram_activity,
+    "DCGM_FI_PROF_PIPE_FP64_ACTIVE": lambda s: s.fp64_activity,
+    "DCGM_FI_PROF_PIPE_FP32_ACTIVE": lambda s: s.fp32_activity,
+    "DCGM_FI_PROF_PIPE_FP16_ACTIVE": lambda s: s.fp16_activity,
+    "DCGM_FI_PROF_PCIE_TX_BYTES": lambda s: s.pcie_tx_bytes_per_second,
+    "DCGM_FI_PROF_PCIE_RX_BYTES": lambda s: s.pcie_rx_bytes_per_second,
+    "DCGM_FI_PROF_NVLINK_TX_BYTES": lambda s: s.nvlink_tx_bytes_per_second,
+    "DCGM_FI_PROF_NVLINK_RX_BYTES": lambda s: s.nvlink_rx_bytes_per_second,
+    "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": lambda s: s.pcie_replays_total,
+    "DCGM_FI_DEV_PCIE_LINK_GEN": lambda s: s.pcie_link_generation,
+    "DCGM_FI_DEV_PCIE_LINK_WIDTH": lambda s: s.pcie_link_width,
+    "DCGM_FI_DEV_PCIE_MAX_LINK_GEN": lambda s: s.pcie_link_generation_max,
+    "DCGM_FI_DEV_PCIE_MAX_LINK_WIDTH": lambda s: s.pcie_link_width_max,
+    "DCGM_FI_DEV_FAN_SPEED": lambda s: _ratio_to_percent(s.fan_speed_ratio),
+    "DCGM_FI_DEV_RETIRED_PENDING": lambda s: s.retired_pages_pending,
+    # 4.9 fields whose unit differs from their 4.8 twin's (agent/metrics/dcgm_naming.py)
+    "DCGM_FI_DEV_SM_CLOCK_HERTZ": lambda s: s.sm_clock_hertz,
+    "DCGM_FI_DEV_MEMORY_CLOCK_HERTZ": lambda s: s.memory_clock_hertz,
+    "DCGM_FI_DEV_GPU_ENERGY_JOULES_TOTAL": lambda s: s.energy_joules,
+    "DCGM_FI_DEV_GPU_UTIL_RATIO": lambda s: s.sm_activity,
+    "DCGM_FI_DEV_FAN_SPEED_RATIO": lambda s: s.fan_speed_ratio,
 }
 
 
@@ -134,22 +155,26 @@ def _gpu_instance_id(info: GpuInfo) -> str:
     return info.uuid if value is None else str(value)
 
 
-def dcgm_descriptions() -> list[Metric]:
+def dcgm_descriptions(specs: Sequence[DcgmSpec] = DCGM_METRICS) -> list[Metric]:
     """Empty families for ``Collector.describe``."""
-    return [_family(spec) for spec in DCGM_METRICS]
+    return [_family(spec) for spec in specs]
 
 
 def dcgm_families(
-    node: str, items: Sequence[DcgmInput], on_error: Callable[[str, str], None]
+    node: str,
+    items: Sequence[DcgmInput],
+    on_error: Callable[[str, str], None],
+    specs: Sequence[DcgmSpec] = DCGM_METRICS,
 ) -> list[Metric]:
-    """One family per DCGM field that has a value for at least one GPU.
+    """One family per DCGM field of ``specs`` (one naming's, see dcgm_naming.py) that has
+    a value for at least one GPU.
 
     A field that fails for one GPU is skipped for that GPU and reported through
     ``on_error(gpu_uuid, field_name)``.
     """
     labelled = [(item, dcgm_label_values(node, item)) for item in items]
     families: list[Metric] = []
-    for spec in DCGM_METRICS:
+    for spec in specs:
         family = _family(spec)
         seen: set[tuple[str, ...]] = set()
         for item, labels in labelled:
@@ -176,9 +201,9 @@ _Row = tuple[tuple[str, ...], float]
 def _row(spec: DcgmSpec, item: DcgmInput, labels: tuple[str, ...]) -> _Row | None:
     if not spec.on_mig and item.info.mig_parent_uuid is not None:
         return None
-    if spec.name == "DCGM_FI_DEV_XID_ERRORS":
+    if spec.value_of == "DCGM_FI_DEV_XID_ERRORS":
         return _xid_row(item, labels)
-    value = _VALUES[spec.name](item.sample)
+    value = _VALUES[spec.value_of](item.sample)
     if value is None:
         return None
     number = float(value)

@@ -29,6 +29,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from agent import __version__
 from agent.metrics.catalogue import AGENT_METRICS, GPU_METRICS
 from agent.metrics.dcgm import DcgmInput, dcgm_descriptions, dcgm_families
+from agent.metrics.dcgm_naming import DcgmNaming, dcgm_specs
 from agent.metrics.families import FamilySet, new_family
 from agent.metrics.gpu_readings import ScrapedGpu, gpu_readings
 from agent.metrics.workload_labels import primary_workload
@@ -82,7 +83,9 @@ class AgentExporter(Collector):
 
     ``snapshot()`` returns the current GpuInfo list and the latest sample per GPU (the
     sampler owns that state; it must be cheap and thread-safe). With ``dcgm_compat`` the
-    exporter also emits dcgm-exporter 4.8.x names (agent/metrics/dcgm.py). Pass the
+    exporter also emits dcgm-exporter names (agent/metrics/dcgm.py), in its 4.8.x naming (the
+    default: NVIDIA's dashboard queries it) or, with ``dcgm_naming="4.9"``, its 4.9 one
+    (agent/metrics/dcgm_naming.py). Pass the
     sampler's ``xid_tally`` when it observes every sample; otherwise XIDs are counted from
     the samples seen at scrapes only.
     """
@@ -94,11 +97,13 @@ class AgentExporter(Collector):
         stats: AgentStats,
         dcgm_compat: bool = False,
         xid_tally: XidTally | None = None,
+        dcgm_naming: DcgmNaming = "4.8",
     ) -> None:
         self._node = node
         self._snapshot = snapshot
         self._stats = stats
         self._dcgm_compat = dcgm_compat
+        self._dcgm_specs = dcgm_specs(dcgm_naming)
         self._xids = xid_tally if xid_tally is not None else XidTally()
         self._errors_lock = threading.Lock()
         self._export_errors: Counter[tuple[str, str]] = Counter()
@@ -107,7 +112,7 @@ class AgentExporter(Collector):
         """Empty families, so registering never calls ``snapshot()``."""
         families = [new_family(spec) for spec in GPU_METRICS + AGENT_METRICS]
         if self._dcgm_compat:
-            families.extend(dcgm_descriptions())
+            families.extend(dcgm_descriptions(self._dcgm_specs))
         return families
 
     def collect(self) -> Iterable[Metric]:
@@ -117,7 +122,8 @@ class AgentExporter(Collector):
             self._add_gpu(families, view)
         yield from families.metrics()
         if self._dcgm_compat:
-            yield from dcgm_families(self._node, self._dcgm_inputs(views), self._count_error)
+            inputs = self._dcgm_inputs(views)
+            yield from dcgm_families(self._node, inputs, self._count_error, self._dcgm_specs)
         yield from self._agent_families(self._stats.snapshot())
 
     def _views(self) -> list[ScrapedGpu]:

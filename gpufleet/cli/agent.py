@@ -36,6 +36,11 @@ def add_parser(commands: Any) -> None:
     p.add_argument("--spool-dir", type=Path, help="where unacknowledged batches wait")
     p.add_argument("--no-ship", action="store_true", help="export only, ship nothing")
     p.add_argument("--dcgm-compat", action="store_true", help="also export dcgm-exporter names")
+    p.add_argument(
+        "--dcgm-naming",
+        choices=["4.8", "4.9"],
+        help="dcgm-exporter naming (default 4.8, what NVIDIA's dashboard queries)",
+    )
     p.add_argument("--once", action="store_true", help="read every GPU once, print JSON, exit")
     p.set_defaults(run=run)
 
@@ -56,6 +61,8 @@ def settings_from_args(args: argparse.Namespace, environ: dict[str, str]) -> Age
         overrides["shipper.enabled"] = False
     if args.dcgm_compat:
         overrides["exporter.dcgm_compat"] = True
+    if args.dcgm_naming:
+        overrides["exporter.dcgm_naming"] = args.dcgm_naming
     return load_settings(
         AgentSettings, args.config, environ, overrides, foreign=(CollectorSettings,)
     )
@@ -180,7 +187,12 @@ def _start_exporter(
 
     registry = CollectorRegistry(auto_describe=True)
     exporter = AgentExporter(
-        node, sampler.snapshot, stats, settings.exporter.dcgm_compat, xid_tally=tally
+        node,
+        sampler.snapshot,
+        stats,
+        settings.exporter.dcgm_compat,
+        xid_tally=tally,
+        dcgm_naming=settings.exporter.dcgm_naming,
     )
     registry.register(exporter)
     serve_metrics(registry, settings.exporter.address, settings.exporter.port)

@@ -213,7 +213,11 @@ def _agent(
     from prometheus_client import CollectorRegistry
 
     registry = CollectorRegistry(auto_describe=True)
-    registry.register(AgentExporter(node.name, sampler.snapshot, stats, True, xid_tally=tally))
+    # the 4.8 names: those NVIDIA's dcgm-exporter dashboard queries
+    exporter = AgentExporter(
+        node.name, sampler.snapshot, stats, True, xid_tally=tally, dcgm_naming="4.8"
+    )
+    registry.register(exporter)
     port = args.port + 1 + i
     serve_metrics(registry, "127.0.0.1", port)
     metrics_url = f"http://127.0.0.1:{port}/metrics"

@@ -1,4 +1,5 @@
-"""--dcgm-compat: dcgm-exporter 4.8.x names, units and labels from our samples."""
+"""--dcgm-compat with dcgm_naming 4.8: dcgm-exporter 4.8.x names, units and labels from our
+samples (the 4.9 naming: test_dcgm_naming.py)."""
 
 from __future__ import annotations
 
@@ -138,7 +139,9 @@ def test_xid_errors_is_the_last_xid_with_its_code(
 def test_slurm_job_becomes_hpc_job() -> None:
     info = INFOS[0]
     sampler = FakeSampler([info], [busy_h100(info.uuid, workloads=(JOB,))])
-    exporter = AgentExporter("node-a", sampler.snapshot, AgentStats(), dcgm_compat=True)
+    exporter = AgentExporter(
+        "node-a", sampler.snapshot, AgentStats(), dcgm_compat=True, dcgm_naming="4.8"
+    )
     series = parse(scrape_text(exporter))
     assert one(series, "DCGM_FI_DEV_GPU_TEMP", hpc_job="4242") == 61
     labels = next(dict(k) for (n, k) in series if n == "DCGM_FI_DEV_GPU_TEMP")
@@ -241,7 +244,9 @@ def test_dashboard_sm_clock_panel_shows_hertz(
 def test_served_over_http_in_both_exposition_formats() -> None:
     registry = CollectorRegistry(auto_describe=True)
     sampler = FakeSampler(INFOS, fleet_samples())
-    registry.register(AgentExporter("node-a", sampler.snapshot, AgentStats(), dcgm_compat=True))
+    registry.register(
+        AgentExporter("node-a", sampler.snapshot, AgentStats(), dcgm_compat=True, dcgm_naming="4.8")
+    )
     server, thread = serve_metrics(registry, "127.0.0.1", 0)
     try:
         url = f"http://127.0.0.1:{server.server_port}/metrics"
@@ -265,7 +270,9 @@ def test_one_unit_conversion_per_field() -> None:
     info = INFOS[0]
     sample: GpuSample = busy_h100(info.uuid, NOW, memory_used_bytes=5 * MIB + 1)
     sampler = FakeSampler([info], [sample])
-    exporter = AgentExporter("node-a", sampler.snapshot, AgentStats(), dcgm_compat=True)
+    exporter = AgentExporter(
+        "node-a", sampler.snapshot, AgentStats(), dcgm_compat=True, dcgm_naming="4.8"
+    )
     series = parse(scrape_text(exporter))
     assert one(series, "DCGM_FI_DEV_FB_USED") == 5
     assert one(series, "gpufleet_gpu_memory_used_bytes") == 5 * MIB + 1

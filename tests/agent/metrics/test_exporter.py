@@ -10,6 +10,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from agent import __version__
+from agent.metrics.dcgm_naming import DcgmNaming
 from agent.metrics.exporter import AgentExporter, XidTally
 from agent.model import GpuInfo, GpuSample, ProcessSample, Workload, WorkloadKind
 from agent.stats import AgentStats
@@ -111,6 +112,22 @@ def busy_h100(uuid: str, timestamp: float = NOW, **kw: object) -> GpuSample:
         "processes": (ProcessSample(pid=4321, used_memory_bytes=40 * GIB, sm_share=0.75),),
         "encoder_activity": 0.125,
         "decoder_activity": 0.375,
+        "pcie_tx_bytes_per_second": 512.0 * MIB,
+        "pcie_rx_bytes_per_second": 6.0 * GIB,
+        "nvlink_tx_bytes_per_second": 100.0 * GIB,
+        "nvlink_rx_bytes_per_second": 96.0 * GIB,
+        "fp64_activity": 0.0625,
+        "fp32_activity": 0.125,
+        "fp16_activity": 0.1875,
+        "pcie_link_generation": 5,
+        "pcie_link_width": 8,
+        "pcie_link_generation_max": 5,
+        "pcie_link_width_max": 16,
+        "pcie_replays_total": 2,
+        "fan_speed_ratio": 0.4375,
+        "retired_pages_total": 4,
+        "retired_pages_pending": False,
+        "sm_clock_default_hertz": 1_755_000_000.0,
     }
     fields.update(kw)
     return GpuSample(timestamp=timestamp, gpu_uuid=uuid, **fields)  # type: ignore[arg-type]
@@ -203,9 +220,15 @@ def scrape_text(exporter: AgentExporter) -> str:
     return generate_latest(registry).decode()
 
 
-def fleet_exporter(dcgm_compat: bool = False) -> AgentExporter:
+def fleet_exporter(dcgm_compat: bool = False, dcgm_naming: DcgmNaming = "4.8") -> AgentExporter:
     sampler = FakeSampler(INFOS, fleet_samples())
-    return AgentExporter("node-a", sampler.snapshot, fleet_stats(), dcgm_compat=dcgm_compat)
+    return AgentExporter(
+        "node-a",
+        sampler.snapshot,
+        fleet_stats(),
+        dcgm_compat=dcgm_compat,
+        dcgm_naming=dcgm_naming,
+    )
 
 
 Series = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -242,9 +265,16 @@ def check_golden(name: str, text: str) -> None:
     assert text == path.read_text(), f"{name} differs; rerun with GPUFLEET_UPDATE_GOLDEN=1"
 
 
-@pytest.mark.parametrize(("dcgm", "golden"), [(False, "agent.txt"), (True, "agent_dcgm.txt")])
-def test_metrics_text_matches_golden_file(dcgm: bool, golden: str) -> None:
-    check_golden(golden, scrape_text(fleet_exporter(dcgm_compat=dcgm)))
+@pytest.mark.parametrize(
+    ("dcgm", "naming", "golden"),
+    [
+        (False, "4.9", "agent.txt"),
+        (True, "4.8", "agent_dcgm.txt"),
+        (True, "4.9", "agent_dcgm_4_9.txt"),
+    ],
+)
+def test_metrics_text_matches_golden_file(dcgm: bool, naming: DcgmNaming, golden: str) -> None:
+    check_golden(golden, scrape_text(fleet_exporter(dcgm_compat=dcgm, dcgm_naming=naming)))
 
 
 def test_without_dcgm_compat_no_dcgm_names() -> None:
@@ -417,7 +447,9 @@ def test_bad_field_skips_that_series_and_counts_it() -> None:
     samples = fleet_samples()
     samples[0] = busy_h100("GPU-0000", power_watts="garbage", temperature_celsius=float("nan"))
     sampler = FakeSampler(INFOS, samples)
-    exporter = AgentExporter("node-a", sampler.snapshot, AgentStats(), dcgm_compat=True)
+    exporter = AgentExporter(
+        "node-a", sampler.snapshot, AgentStats(), dcgm_compat=True, dcgm_naming="4.8"
+    )
     series = parse(scrape_text(exporter))
     assert values(series, "gpufleet_gpu_power_watts", uuid="GPU-0000") == []
     assert values(series, "gpufleet_gpu_temperature_celsius", uuid="GPU-0000") == []
