@@ -71,9 +71,7 @@ def halves(batch: Batch) -> tuple[Batch, Batch] | None:
     (first_seq, cut), (second_seq, _) = seqs
     first = msgspec.structs.replace(batch, seq=first_seq, samples=batch.samples[:cut])
     # the host readings stay with the first half: sent once, never twice
-    second = msgspec.structs.replace(
-        batch, seq=second_seq, samples=batch.samples[cut:], hosts=()
-    )
+    second = msgspec.structs.replace(batch, seq=second_seq, samples=batch.samples[cut:], hosts=())
     return first, second
 
 

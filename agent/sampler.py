@@ -31,9 +31,7 @@ class Observer(Protocol):
 class HostReader(Protocol):
     """Per-workload host CPU and memory for the workloads holding ``samples``' GPUs."""
 
-    def read_hosts(
-        self, samples: Sequence[GpuSample], now: float
-    ) -> list[WorkloadHostSample]: ...
+    def read_hosts(self, samples: Sequence[GpuSample], now: float) -> list[WorkloadHostSample]: ...
 
 
 class Sink(Protocol):

@@ -13,7 +13,7 @@ import threading
 
 from agent.model import GpuInfo, GpuSample, ProcessSample
 from agent.sources.simulated.hardware import GpuModel, board_power_watts, temperature_celsius
-from agent.sources.simulated.pathology import Signals, falls_off_bus, gpu_signals, pcie_link
+from agent.sources.simulated.pathology import falls_off_bus, gpu_signals, pcie_link
 from agent.sources.simulated.workloads import (
     SEGMENT_SECONDS,
     ActivityKind,
@@ -200,32 +200,26 @@ class SimulatedGpu:
             # the simulated jobs train and serve models: no video to encode or decode
             encoder_activity=0.0,
             decoder_activity=0.0,
-            **self._bottleneck_fields(signals, gpm),
-        )
-
-    def _bottleneck_fields(self, signals: Signals, gpm: bool) -> dict[str, object]:
-        """The issue-24 fields: GPM pipes on Hopper+, PCIe and NVLink everywhere they exist."""
-        generation, width = pcie_link(self.model)
-        pre_ampere = self.model.architecture == "turing"  # retires pages; Ampere+ remaps rows
-        return {
-            "pcie_tx_bytes_per_second": signals.pcie_tx_bytes_per_second,
-            "pcie_rx_bytes_per_second": signals.pcie_rx_bytes_per_second,
-            "nvlink_tx_bytes_per_second": signals.nvlink_tx_bytes_per_second,
-            "nvlink_rx_bytes_per_second": signals.nvlink_rx_bytes_per_second,
-            "fp64_activity": 0.0 if gpm else None,
-            "fp32_activity": signals.fp32_activity if gpm else None,
-            "fp16_activity": signals.fp16_activity if gpm else None,
-            "pcie_link_generation": signals.pcie_link_generation,
-            "pcie_link_width": signals.pcie_link_width,
-            "pcie_link_generation_max": generation,
-            "pcie_link_width_max": width,
-            "pcie_replays_total": 0,
+            # the issue-24 fields: GPM pipes on Hopper+, PCIe and NVLink where they exist
+            pcie_tx_bytes_per_second=signals.pcie_tx_bytes_per_second,
+            pcie_rx_bytes_per_second=signals.pcie_rx_bytes_per_second,
+            nvlink_tx_bytes_per_second=signals.nvlink_tx_bytes_per_second,
+            nvlink_rx_bytes_per_second=signals.nvlink_rx_bytes_per_second,
+            fp64_activity=0.0 if gpm else None,
+            fp32_activity=signals.fp32_activity if gpm else None,
+            fp16_activity=signals.fp16_activity if gpm else None,
+            pcie_link_generation=signals.pcie_link_generation,
+            pcie_link_width=signals.pcie_link_width,
+            pcie_link_generation_max=pcie_link(self.model)[0],
+            pcie_link_width_max=pcie_link(self.model)[1],
+            pcie_replays_total=0,
             # every simulated board is passively cooled (SXM, or a datacenter PCIe card)
-            "fan_speed_ratio": None,
-            "retired_pages_total": 0 if pre_ampere else None,
-            "retired_pages_pending": False if pre_ampere else None,
-            "sm_clock_default_hertz": self.model.max_sm_clock_hertz,
-        }
+            fan_speed_ratio=None,
+            # Turing retires pages; Ampere and newer remap rows instead
+            retired_pages_total=0 if self.model.architecture == "turing" else None,
+            retired_pages_pending=False if self.model.architecture == "turing" else None,
+            sm_clock_default_hertz=self.model.max_sm_clock_hertz,
+        )
 
     def _lost(self, now: float, job: SimJob | None) -> GpuSample:
         """A GPU fallen off the bus: NVML answers GPU_IS_LOST; the pod still holds it."""

@@ -120,9 +120,7 @@ class SimulatedNode(GroundTruth):
         """Every GPU's state at ``now`` (any Unix time; no replay from the start needed)."""
         return [gpu.sample(now) for gpu in self.gpus]
 
-    def read_hosts(
-        self, samples: Sequence[GpuSample], now: float
-    ) -> list[WorkloadHostSample]:
+    def read_hosts(self, samples: Sequence[GpuSample], now: float) -> list[WorkloadHostSample]:
         """Each job holding a GPU of this node at ``now``: its host CPU and memory, as the
         agent reads them from the job's cgroup (one per job, whatever its GPU count)."""
         jobs = {job.workload.key: job for gpu in self.gpus if (job := gpu.job_at(now))}

@@ -12,7 +12,6 @@ from agent.model import Workload
 from agent.sources.simulated.gpu import SimulatedGpu
 from agent.sources.simulated.workloads import ActivityKind, SimJob
 
-
 #: each pathology's true bottleneck, named as the collector's verdicts name theirs
 #: (collector/analysis/bottleneck.py Cause); kinds absent here have none
 TRUE_CAUSES: dict[ActivityKind, str] = {
