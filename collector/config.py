@@ -166,6 +166,8 @@ class AnalysisSettings:
     #: the fleet's utilisation target (0..1): reports show the gap to it and how much of
     #: it each open recommendation closes
     utilisation_target: float = 0.7
+    #: bottleneck verdicts (issue 24) judge each workload over this much recent history
+    bottleneck_window_seconds: float = 1800.0
 
     def __post_init__(self) -> None:
         if not 0 <= self.idle_threshold < 1:
@@ -194,6 +196,11 @@ class AnalysisSettings:
         if self.idle_window_seconds <= 0:
             raise ConfigError(
                 f"analysis.idle_window_seconds: must be > 0, got {self.idle_window_seconds}"
+            )
+        if not 60.0 <= self.bottleneck_window_seconds <= 24 * 3600.0:
+            raise ConfigError(
+                "analysis.bottleneck_window_seconds: must be between 60 and 86400 (a day), "
+                f"got {self.bottleneck_window_seconds}"
             )
 
 

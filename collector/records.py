@@ -138,6 +138,9 @@ class RecommendationKind(enum.StrEnum):
     PRICING_PLAN = "pricing_plan"  # reserved vs on-demand
     #: idle unallocated GPUs spread over busy nodes: move workloads so whole nodes free up
     CONSOLIDATE = "consolidate"
+    #: a busy-looking workload held back (input-, CPU-, communication-, memory-bound,
+    #: throttled, no tensor cores, a straggler, a faulted GPU): issue 24
+    BOTTLENECK = "bottleneck"
 
 
 class RecommendationStatus(enum.StrEnum):

@@ -31,6 +31,7 @@ from collector.config import CollectorSettings
 from collector.fleet.limits import FleetLimits
 from collector.fleet.live import LiveFleet
 from collector.fleet.rules import FleetRules
+from collector.fleet.windows import WorkloadWindows
 from collector.health import WritePath
 from collector.ingest.decode import accept_body
 from collector.ingest.queue import IngestQueue
@@ -209,6 +210,7 @@ class CollectorCore:
             rates.max_power_watts,
             stats.count_implausible,
             FleetLimits.of(settings.ingest),
+            WorkloadWindows(settings.analysis.bottleneck_window_seconds),
         )
         accountant = Accountant(rates)
         queue = IngestQueue(settings, ledger, fleet, stats, observers, health)

@@ -66,6 +66,7 @@ class Recommender:
             self.policy,
             hours=hours,
             standing=stored,
+            windows=self.fleet.workload_windows(now),
         )
         changed = reconcile(stored, desired, now, analysis.resolve_after_seconds)
         if changed:

@@ -30,6 +30,7 @@ from agent.metrics.exporter import AgentExporter, XidTally, serve_metrics
 from agent.sampler import Sampler
 from agent.shipper import Shipper
 from agent.sources.simulated.skew import SkewedClock, SkewedNode
+from agent.sources.simulated.source import SimulatedNode
 from agent.stats import AgentStats
 from collector.config import CollectorSettings, LedgerSettings
 from collector.influx.settings import InfluxSettings
@@ -209,7 +210,11 @@ def _agent(
     shipper = Shipper(shipper_settings, node.name, stats, transport=outage, clock=agent_clock)
     tally = XidTally()
     interval = args.step / args.speed
-    sampler = Sampler(source, stats, interval, sink=shipper, clock=agent_clock, observers=[tally])
+    # the workloads' host CPU (issue 24); a node on a skewed clock would stamp it wrongly
+    hosts = node if isinstance(node, SimulatedNode) and not offset else None
+    sampler = Sampler(
+        source, stats, interval, sink=shipper, clock=agent_clock, observers=[tally], hosts=hosts
+    )
     from prometheus_client import CollectorRegistry
 
     registry = CollectorRegistry(auto_describe=True)

@@ -1,0 +1,123 @@
+"""Bottleneck verdicts on a simulated fleet with every pathology, held to ground truth.
+
+Real agents (Sampler + Shipper, host readings in ``Batch.hosts``) post to a real collector
+over loopback HTTP; the recommender's bottleneck recommendations, read back through
+``/v1/recommendations``, are compared with each job's true cause
+(agent/sources/simulated/truth.py): per cause, precision and recall of at least 0.9, no
+verdict on healthy training jobs, and money that adds up to each workload's unused share,
+itself checked against the simulator's true activity and clocks.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from agent.sources.simulated.pathology import falls_off_bus, gpu_signals
+from agent.sources.simulated.source import SimJob, SimulatedFleet, build_pathology_fleet
+from agent.sources.simulated.truth import TRUE_CAUSES, true_cause
+from agent.sources.simulated.workloads import ActivityKind
+from tests.e2e.fleet_rig import TOKEN, FleetRig
+from tests.e2e.truth import gpus_of
+
+pytestmark = pytest.mark.slow
+
+STEP_SECONDS = 5.0
+SHIP_EVERY_TICKS = 12  # one POST per node per simulated minute
+RUN_SECONDS = 40 * 60.0
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+@pytest.fixture(scope="module")
+def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetRig]:
+    fleet = build_pathology_fleet()
+    workdir = tmp_path_factory.mktemp("verdicts")
+    with FleetRig(fleet, workdir, STEP_SECONDS, SHIP_EVERY_TICKS) as running:
+        running.run_until(running.start + RUN_SECONDS)
+        running.finish()
+        yield running
+
+
+@pytest.fixture(scope="module")
+def verdicts(rig: FleetRig) -> dict[str, dict[str, object]]:
+    """The evidence of each open bottleneck recommendation, by workload key, from the API."""
+    with httpx.Client(base_url=rig.url, timeout=10, headers=AUTH) as client:
+        answer = client.get("/v1/recommendations", params={"kind": "bottleneck"})
+    answer.raise_for_status()
+    body = answer.json()
+    items = body["recommendations"] if isinstance(body, dict) else body
+    return {r["workload_key"]: r for r in items if r["kind"] == "bottleneck"}
+
+
+def causes_of(rec: dict[str, object] | None) -> set[str]:
+    if rec is None:
+        return set()
+    evidence = rec["evidence"]
+    assert isinstance(evidence, dict)
+    return set(evidence["causes"])
+
+
+def test_each_cause_has_precision_and_recall_of_at_least_0_9(
+    rig: FleetRig, verdicts: dict[str, dict[str, object]]
+) -> None:
+    jobs = rig.fleet.jobs
+    scores = {}
+    for cause in sorted(set(TRUE_CAUSES.values())):
+        truth = {j.workload.key for j in jobs if true_cause(j) == cause}
+        found = {j.workload.key for j in jobs if cause in causes_of(verdicts.get(j.workload.key))}
+        assert len(truth) >= 2, f"the fleet needs at least two {cause} jobs"
+        hits = len(truth & found)
+        scores[cause] = (hits / len(found) if found else 0.0, hits / len(truth))
+    table = {j.workload.key: (true_cause(j), causes_of(verdicts.get(j.workload.key))) for j in jobs}
+    assert all(p >= 0.9 and r >= 0.9 for p, r in scores.values()), (scores, table)
+
+
+def test_no_verdict_on_healthy_training_jobs(
+    rig: FleetRig, verdicts: dict[str, dict[str, object]]
+) -> None:
+    healthy = rig.fleet.jobs_of_kind(ActivityKind.TRAINING)
+    assert len(healthy) >= 4
+    assert {j.workload.key for j in healthy} & set(verdicts) == set()
+
+
+def true_used_share(fleet: SimulatedFleet, job: SimJob, t0: float, t1: float) -> float:
+    """Mean over the job's GPUs and the samples in [t0, t1] of true SM activity x the true
+    clock ratio; a GPU off the bus counts as unused."""
+    shares = []
+    for uuid in gpus_of(fleet, job):
+        gpu = fleet.gpu(uuid)
+        total, n = 0.0, 0
+        t = t0
+        while t <= t1:
+            segment = gpu.segment_at(t)
+            if not falls_off_bus(job):
+                sm, _ = gpu.activity(segment)
+                clock = gpu_signals(job, gpu.model, gpu.key, segment, sm, gpu.lags(job))
+                total += sm * clock.clock_ratio
+            n += 1
+            t += STEP_SECONDS
+        shares.append(total / n)
+    return sum(shares) / len(shares)
+
+
+def test_money_adds_up_to_the_unused_share_against_truth(
+    rig: FleetRig, verdicts: dict[str, dict[str, object]]
+) -> None:
+    by_key = {j.workload.key: j for j in rig.fleet.jobs}
+    assert verdicts
+    for key, rec in verdicts.items():
+        evidence = rec["evidence"]
+        assert isinstance(evidence, dict)
+        money = sum(v["money_per_hour"] for v in evidence["verdicts"])
+        unused = evidence["unused_per_hour"]
+        assert money == pytest.approx(unused, rel=1e-9, abs=1e-9), key
+        assert rec["savings"]["money_per_hour"] == pytest.approx(money)
+        window = evidence["window_seconds"]
+        end = (math.floor(rig.now / 60.0) + 1) * 60.0
+        truth = true_used_share(rig.fleet, by_key[key], max(rig.start, end - window), rig.now)
+        price = evidence["price_per_hour"]
+        assert price > 0
+        assert unused == pytest.approx(price * (1.0 - truth), abs=0.02 * price), key
