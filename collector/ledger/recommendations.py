@@ -111,6 +111,8 @@ def select(
     args: tuple[str, ...] = ()
     if statuses is not None:
         args = tuple(RecommendationStatus(s).value for s in statuses)
+        if not args:  # "IN ()" is SQLite's, not PostgreSQL's
+            return []
         where = f"WHERE status IN ({', '.join('?' for _ in args)})"
     rows = conn.execute(
         f"SELECT {_COLS} FROM recommendations {where} ORDER BY money_per_month DESC, id", args
