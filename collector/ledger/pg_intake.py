@@ -17,16 +17,18 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING
+from typing import Any
+
+import psycopg
 
 from collector.ledger.accepted import Backlog, Saved
-from collector.ledger.ack_book import AckBook, load_rows, save_streams
+from collector.ledger.ack_book import AckBook, save_streams
 from collector.ledger.batch_log import BatchRecord, LoggedBatch
 from collector.ledger.records import batch_json
 from collector.ledger.sql import Connection
 
-if TYPE_CHECKING:
-    from collector.ledger.postgres import PgConnection
+#: one transaction on a connection of the intake's own (postgres.PostgresEngine)
+Transaction = Callable[[], AbstractContextManager[psycopg.Connection[Any]]]
 
 _INSERT = (
     "INSERT INTO intake_batches (node, boot_id, seq, received_at, sample_count, body) "
@@ -43,9 +45,7 @@ _PENDING = (
 class PgIntake:
     corrupt_records = 0  # a table has no damaged records to skip
 
-    def __init__(
-        self, transaction: Callable[[], AbstractContextManager[PgConnection]], book: AckBook
-    ) -> None:
+    def __init__(self, transaction: Transaction, book: AckBook) -> None:
         self._transaction, self.book = transaction, book
         self._lock = threading.Lock()
         self._set_aside: list[int] = []
@@ -53,9 +53,13 @@ class PgIntake:
         self._backlog: dict[int, tuple[float, int]] = {}
 
     @classmethod
-    def open(cls, transaction: Callable[[], AbstractContextManager[PgConnection]]) -> PgIntake:
+    def open(cls, transaction: Transaction) -> PgIntake:
         with transaction() as conn:
-            book = AckBook(load_rows(conn))
+            book = AckBook(
+                conn.execute(
+                    "SELECT node, boot_id, first_seq, last_seq, received_at FROM ack_ranges"
+                ).fetchall()
+            )
             rows = conn.execute(
                 "SELECT id, node, boot_id, seq, received_at, length(body) FROM intake_batches "
                 "WHERE NOT quarantined ORDER BY id"
@@ -93,7 +97,7 @@ class PgIntake:
         ]  # fmt: skip
         ids: list[int | None] = []
         with self._transaction() as conn:
-            cursor = conn.raw.cursor()
+            cursor = conn.cursor()
             cursor.executemany(_INSERT, rows, returning=True)
             while True:
                 row = cursor.fetchone()
@@ -105,7 +109,7 @@ class PgIntake:
     def pending(self) -> list[LoggedBatch]:
         """The pending batches, oldest first, each body as JSON (decompressed)."""
         with self._transaction() as conn:
-            rows = conn.raw.execute(_PENDING).fetchall()
+            rows = conn.execute(_PENDING).fetchall()
         with self._lock:
             aside = set(self._set_aside)
         return [

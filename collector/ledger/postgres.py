@@ -13,7 +13,7 @@ import functools
 import re
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
@@ -149,23 +149,20 @@ class PostgresEngine:
             raise LedgerError(_message(url, "cannot open the ledger", err)) from err
         return cls(url, _pool(url, "writes", read_only=False), _pool(url, "reads", read_only=True))
 
-    def write(self) -> AbstractContextManager[Connection]:
-        return self._transaction(self._writes, self._write_lock)
-
-    def intake_transaction(self) -> AbstractContextManager[PgConnection]:
-        return self._transaction(self._writes, None)
+    @contextmanager
+    def write(self) -> Iterator[Connection]:
+        with self._write_lock, self._transaction() as raw:
+            yield PgConnection(raw)
 
     @contextmanager
-    def _transaction(
-        self, pool: ConnectionPool, lock: threading.Lock | None
-    ) -> Iterator[PgConnection]:
-        with lock if lock is not None else _no_lock():
-            try:
-                with pool.connection() as raw, raw.transaction():
-                    yield PgConnection(raw)
-            except psycopg.Error as err:
-                self._partitions.forget()  # partitions it created were rolled back
-                raise LedgerError(_message(self.url, "ledger write failed", err)) from err
+    def _transaction(self) -> Iterator[psycopg.Connection[Any]]:
+        """A write transaction on a pooled connection (the intake's take no lock)."""
+        try:
+            with self._writes.connection() as raw, raw.transaction():
+                yield raw
+        except psycopg.Error as err:
+            self._partitions.forget()  # partitions it created were rolled back
+            raise LedgerError(_message(self.url, "ledger write failed", err)) from err
 
     def read(self, query: Callable[[Connection], T]) -> T:
         try:
@@ -175,7 +172,7 @@ class PostgresEngine:
             raise LedgerError(_message(self.url, "ledger read failed", err)) from err
 
     def open_intake(self) -> Intake:
-        return PgIntake.open(self.intake_transaction)
+        return PgIntake.open(self._transaction)
 
     def prepare(self, conn: Connection, write: LedgerWrite) -> None:
         assert isinstance(conn, PgConnection)
@@ -211,11 +208,6 @@ def _pool(url: str, role: str, *, read_only: bool) -> ConnectionPool:
         name=f"gpufleet-ledger-{role}",
         open=True,
     )
-
-
-@contextmanager
-def _no_lock() -> Iterator[None]:
-    yield
 
 
 def _message(url: str, what: str, err: BaseException) -> str:
