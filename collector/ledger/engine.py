@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Protocol, TypeVar
@@ -16,7 +16,7 @@ from typing import Protocol, TypeVar
 from collector.ledger.accepted import AcceptedBatches, Backlog, Saved
 from collector.ledger.batch_log import BatchRecord, LoggedBatch
 from collector.ledger.files import low_space
-from collector.ledger.records import LedgerError, LedgerWrite
+from collector.ledger.records import LedgerError
 from collector.ledger.schema import connect, migrate, sqlite_path
 from collector.ledger.sql import Connection, Dialect
 
@@ -56,8 +56,9 @@ class Engine(Protocol):
 
     def open_intake(self) -> Intake: ...
 
-    def prepare(self, conn: Connection, write: LedgerWrite) -> None:
-        """What ``write`` needs before its rows go in (PostgreSQL: its partitions)."""
+    def prepare(self, conn: Connection, hours: Iterable[float]) -> None:
+        """What rollup rows of these hours need before they go in (PostgreSQL: their
+        partitions)."""
         ...
 
     def drop_expired(self, conn: Connection, day_cutoff: float) -> int:
@@ -133,7 +134,7 @@ class SqliteEngine:
         with self._transaction() as conn:
             return AcceptedBatches.open(conn, self._intake_dir, sync=self._sync_intake)
 
-    def prepare(self, conn: Connection, write: LedgerWrite) -> None:
+    def prepare(self, conn: Connection, hours: Iterable[float]) -> None:
         return None
 
     def drop_expired(self, conn: Connection, day_cutoff: float) -> int:

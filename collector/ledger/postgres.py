@@ -24,7 +24,7 @@ from psycopg_pool import ConnectionPool
 from collector.ledger.engine import Intake
 from collector.ledger.partitions import Partitions
 from collector.ledger.pg_intake import PgIntake
-from collector.ledger.records import LedgerError, LedgerWrite
+from collector.ledger.records import LedgerError
 from collector.ledger.schema import MIGRATIONS, postgres_script
 from collector.ledger.sql import Connection, Cursor, Dialect
 
@@ -174,9 +174,8 @@ class PostgresEngine:
     def open_intake(self) -> Intake:
         return PgIntake.open(self._transaction)
 
-    def prepare(self, conn: Connection, write: LedgerWrite) -> None:
+    def prepare(self, conn: Connection, hours: Iterable[float]) -> None:
         assert isinstance(conn, PgConnection)
-        hours = {hour for hour, _ in write.gpu_usage} | {hour for hour, _ in write.workload_usage}
         self._partitions.ensure(conn.raw, hours)
 
     def drop_expired(self, conn: Connection, day_cutoff: float) -> int:

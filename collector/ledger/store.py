@@ -168,7 +168,7 @@ class Ledger:
         saved = None
         try:
             with self._write() as conn:
-                self.engine.prepare(conn, write)
+                self.engine.prepare(conn, {h for h, _ in (*write.gpu_usage, *write.workload_usage)})
                 apply_write(conn, write)
                 saved = accepted.save(conn, write.batches_done)
         except BaseException:

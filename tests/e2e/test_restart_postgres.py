@@ -25,7 +25,6 @@ from tests.e2e.test_restart import (
     stream,
 )
 from tests.postgres import PostgresServer
-from tests.postgres_fixture import postgres  # noqa: F401
 
 pytestmark = pytest.mark.slow
 
