@@ -186,7 +186,36 @@ CREATE TABLE intake_batches (
 );
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
+#: the read schema (docs/ledger-read-schema.md): views a Grafana PostgreSQL datasource or a
+#: BI tool charts without our API. Times are Unix seconds (UTC day or hour starts); their
+#: columns are part of the contract: add columns, never rename or drop them.
+_V7 = """
+CREATE VIEW waste_daily_by_team AS
+  SELECT d.day_start, w.team,
+         SUM(d.idle_seconds) / 3600.0 AS idle_gpu_hours,
+         SUM(d.allocated_idle_seconds) / 3600.0 AS allocated_idle_gpu_hours,
+         SUM(d.idle_cost) AS idle_cost,
+         SUM(d.idle_energy_joules) AS idle_energy_joules
+  FROM workload_usage_daily d JOIN workloads w ON w.key = d.workload_key
+  GROUP BY d.day_start, w.team;
+CREATE VIEW energy_daily_by_workload AS
+  SELECT d.day_start, w.key AS workload_key, w.kind, w.name, w.namespace, w.team,
+         d.energy_joules, d.energy_joules / 3600000.0 AS energy_kwh,
+         d.estimated_energy_joules, d.carbon_grams, d.cost,
+         d.active_seconds / 3600.0 AS active_gpu_hours
+  FROM workload_usage_daily d JOIN workloads w ON w.key = d.workload_key;
+CREATE VIEW gpu_hours_hourly_by_model AS
+  SELECT h.hour_start, g.model, g.node, COUNT(*) AS gpus,
+         SUM(h.active_seconds) / 3600.0 AS active_gpu_hours,
+         SUM(h.idle_seconds) / 3600.0 AS idle_gpu_hours,
+         SUM(h.unknown_seconds) / 3600.0 AS unknown_gpu_hours,
+         SUM(h.energy_joules) AS energy_joules, SUM(h.idle_cost) AS idle_cost
+  FROM gpu_usage_hourly h JOIN gpus g ON g.uuid = h.gpu_uuid
+  WHERE g.mig_parent_uuid IS NULL
+  GROUP BY h.hour_start, g.model, g.node;
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7)
 
 #: rollup tables range-partitioned by this column on PostgreSQL (collector/ledger/
 #: partitions.py creates the partitions ahead and retention drops them)
