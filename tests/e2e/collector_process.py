@@ -22,7 +22,7 @@ class CollectorProcess:
         """``db``: the ledger, a SQLite file or a ``postgresql://`` URL."""
         self.url = f"http://127.0.0.1:{port}"
         self.args = [sys.executable, "-m", "gpufleet", "--log-level", "WARNING", "collector",
-                     "--config", str(config), "--port", str(port), "--db", str(db)]  # fmt: skip
+                     "--config", str(config), "--port", str(port), "--ledger", str(db)]  # fmt: skip
         self.env = {**os.environ, "GPUFLEET_SERVER__TOKENS": token}
         self.log = log
         self.proc: subprocess.Popen[bytes] | None = None
