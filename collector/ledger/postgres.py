@@ -160,9 +160,11 @@ class PostgresEngine:
         try:
             with self._writes.connection() as raw, raw.transaction():
                 yield raw
-        except psycopg.Error as err:
+        except BaseException as err:
             self._partitions.forget()  # partitions it created were rolled back
-            raise LedgerError(_message(self.url, "ledger write failed", err)) from err
+            if isinstance(err, psycopg.Error):
+                raise LedgerError(_message(self.url, "ledger write failed", err)) from err
+            raise
 
     def read(self, query: Callable[[Connection], T]) -> T:
         try:
