@@ -1,4 +1,4 @@
-"""The time partitions of PostgreSQL's rollup tables (schema.PARTITIONED): one per UTC day
+"""The time partitions of PostgreSQL's rollup tables (pg_schema.PARTITIONED): one per UTC day
 for the hourly tables, one per UTC month for the daily one.
 
 A row can only go into a partition that exists, so each commit first creates those its
@@ -16,7 +16,7 @@ from typing import Any
 
 import psycopg
 
-from collector.ledger.schema import PARTITIONED
+from collector.ledger.pg_schema import PARTITIONED
 from collector.records import DAY_SECONDS
 
 #: table -> "day" or "month"

@@ -1,5 +1,5 @@
 """The PostgreSQL ledger: psycopg 3 over two connection pools (writes; read-only snapshots),
-the schema's one migration history in PostgreSQL's dialect (schema.postgres_script), the
+the schema's one migration history in PostgreSQL's dialect (pg_schema.postgres_script), the
 rollup tables' time partitions (partitions.py) and the intake table (pg_intake.py).
 
 The ledger's statements are SQLite's portable SQL (collector/ledger/sql.py); ``PgConnection``
@@ -24,8 +24,9 @@ from psycopg_pool import ConnectionPool
 from collector.ledger.engine import Intake
 from collector.ledger.partitions import Partitions
 from collector.ledger.pg_intake import PgIntake
+from collector.ledger.pg_schema import postgres_script
 from collector.ledger.records import LedgerError
-from collector.ledger.schema import MIGRATIONS, postgres_script
+from collector.ledger.schema import MIGRATIONS
 from collector.ledger.sql import Connection, Cursor, Dialect
 
 T = TypeVar("T")

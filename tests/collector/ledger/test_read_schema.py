@@ -1,4 +1,4 @@
-"""The read schema (schema V7, docs/ledger-read-schema.md): its views answer what the
+"""The read schema (schema V7, docs/ledger-postgresql.md): its views answer what the
 ledger's own queries answer (the truth here), on both backends; and every panel query of
 the committed PostgreSQL dashboard (dashboards/postgresql/gpufleet-ledger.json) runs, as
 Grafana expands its macros, on a real PostgreSQL ledger with data and returns those figures."""
