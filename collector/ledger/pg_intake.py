@@ -74,14 +74,17 @@ class PgIntake:
     def record(self, entries: Sequence[BatchRecord]) -> list[int | None]:
         """Each entry's batch id, or None for a (node, boot, seq) seen before; all are
         committed on return, or none is acknowledged (LedgerError)."""
+        fresh: dict[tuple[str, str, int], BatchRecord] = {}
         with self._lock:
-            fresh: dict[tuple[str, str, int], BatchRecord] = {}
             for e in entries:
                 key = (e.node, e.boot_id, e.seq)
                 if key not in fresh and not self.book.holds(*key):
                     fresh[key] = e
-            ids = self._insert(list(fresh.values())) if fresh else []
-            given: dict[tuple[str, str, int], int] = {}
+        # outside the lock, so health and metrics never wait on PostgreSQL; two callers
+        # with the same batch meet at the table's UNIQUE constraint (one gets None)
+        ids = self._insert(list(fresh.values())) if fresh else []
+        given: dict[tuple[str, str, int], int] = {}
+        with self._lock:
             for (key, e), bid in zip(fresh.items(), ids, strict=True):
                 if bid is not None:
                     self.book.add(e.node, e.boot_id, e.seq, e.received_at)
