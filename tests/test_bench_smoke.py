@@ -125,3 +125,12 @@ def test_collector_metrics_quick_prints_cpu_per_scrape_and_render() -> None:
     for figure in ("cached scrape", "cached scrape, gzip", "re-render after apply",
                    "re-render after commit"):  # fmt: skip
         assert re.search(rf"^{figure}\s+{NUMBER}\s*$", out, re.MULTILINE), out
+
+
+def test_collector_ledger_quick_prints_sqlite_and_postgresql_side_by_side() -> None:
+    out = run_quick("bench.collector_ledger")
+    for backend in ("sqlite", "postgresql"):
+        # 80 GPUs x 20 s went through each ledger, every sample applied
+        assert re.search(rf"^{backend}\s+80\s+1,600\s+1,600\s", out, re.MULTILINE), out
+    server = rf"^postgresql\s.*\s{NUMBER}\s+{NUMBER}x \(target <= 0.5x\)\s*$"
+    assert re.search(server, out, re.MULTILINE), out

@@ -59,7 +59,12 @@ def add_parser(commands: Any) -> None:
     p.add_argument("--config", type=Path, help="YAML settings file")
     p.add_argument("--host", help="listen address (default 127.0.0.1)")
     p.add_argument("--port", type=int, help="listen port (default 8080)")
-    p.add_argument("--db", help="ledger: SQLite file path (default gpufleet.db)")
+    p.add_argument(
+        "--ledger",
+        "--db",
+        dest="db",
+        help="ledger URL: a SQLite file path (default gpufleet.db) or postgresql://...",
+    )
     p.set_defaults(run=run)
 
 

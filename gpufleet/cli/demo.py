@@ -61,7 +61,9 @@ def add_parser(commands: Any) -> None:
     p.add_argument("--gpus-per-node", type=at_least_one, default=8, help="GPUs in each node")
     p.add_argument("--seed", type=int, default=0, help="the simulator's random seed")
     p.add_argument("--step", type=float, default=10.0, help="simulated seconds between samples")
-    p.add_argument("--db", type=Path, help="SQLite ledger (default: a temporary file)")
+    p.add_argument(
+        "--db", help="ledger: a SQLite file (default: a temporary one) or postgresql://..."
+    )
     p.add_argument("--plain", action="store_true", help="no live screen, just the summary")
     p.add_argument(
         "--mig", action="store_true", help="add a node of two H100s split into MIG slices"

@@ -48,7 +48,9 @@ def add_parser(commands: Any) -> None:
         "report", help="waste, energy and carbon by namespace/team", description=__doc__
     )
     p.add_argument("--config", type=Path, help="the collector's YAML settings")
-    p.add_argument("--db", help="ledger: SQLite file (default: from config, gpufleet.db)")
+    p.add_argument(
+        "--db", help="ledger: SQLite file or postgresql:// URL (default: from config, gpufleet.db)"
+    )
     p.add_argument(
         "--by", choices=["namespace", "team", "model", "node", "account"], default="namespace"
     )

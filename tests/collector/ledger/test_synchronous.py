@@ -21,14 +21,14 @@ NORMAL, FULL = 1, 2
 
 def pragma_synchronous(ledger: Ledger) -> list[int]:
     """What SQLite says on the writer's and the reader's connection."""
-    conns = (ledger._writer, ledger._reader)  # the pragma is per connection
+    conns = (ledger.engine._writer, ledger.engine._reader)  # the pragma is per connection
     return [int(conn.execute("PRAGMA synchronous").fetchone()[0]) for conn in conns]
 
 
 def collector_pragma(settings: CollectorSettings) -> list[int]:
     collector = build_collector(settings, lambda: 1.7e9, tokens=frozenset({"t"}))
     try:
-        assert collector.ledger._writer is not collector.ledger._reader
+        assert collector.ledger.engine._writer is not collector.ledger.engine._reader
         return pragma_synchronous(collector.ledger)
     finally:
         collector.stop()
