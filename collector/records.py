@@ -50,6 +50,19 @@ class WorkloadRef:
     user: str = ""
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class SharedUse:
+    """How the holders of one shared GPU take their parts at one sample
+    (collector/analysis/shared.py makes them)."""
+
+    #: holder -> fraction of the GPU's price and held time (``price_fractions``)
+    fractions: dict[WorkloadRef, float]
+    #: holder -> its own SM share (0..1) over the sample's interval; None: unknown
+    sm_shares: dict[WorkloadRef, float | None]
+    #: holder -> GPU memory its processes use; None: no process reported it
+    memory_bytes: dict[WorkloadRef, int | None]
+
+
 class Interval(msgspec.Struct, gc=False):
     """One applied interval of one GPU: from the previous sample to this one.
 
@@ -75,6 +88,8 @@ class Interval(msgspec.Struct, gc=False):
     #: readings of the starting sample, for right-sizing statistics
     memory_used_bytes: int | None = None
     sm_activity: float | None = None
+    #: a shared GPU's holders' parts at the starting sample; None when it is not shared
+    sharing: SharedUse | None = None
 
     @property
     def seconds(self) -> float:

@@ -210,7 +210,7 @@ class CollectorCore:
             stats.count_implausible,
             FleetLimits.of(settings.ingest),
         )
-        accountant = Accountant(rates)
+        accountant = Accountant(rates, settings.analysis.idle_threshold)
         queue = IngestQueue(settings, ledger, fleet, stats, observers, health)
         commit_every = settings.ingest.commit_interval_seconds
         applier = Applier(fleet, accountant, ledger, observers, commit_every, clock, health)

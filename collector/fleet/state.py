@@ -224,6 +224,7 @@ class TrackedGpu:
                         prev.holders.shares,
                         prev.memory_used_bytes,
                         prev.sm_activity,
+                        prev.holders.sharing,
                     )
                 )
             if self.episode_start is not None or activity is IDLE:
