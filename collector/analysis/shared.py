@@ -8,7 +8,7 @@ the held time is split equally (1/n each). The parts never add up to more than t
 
 **Own use.** A holder's SM share is the sum of its processes' ``ProcessSample.sm_share``
 (NVML per-process utilisation), 0 for a holder with no process on the GPU, and unknown
-(None) when no process on the GPU reports a share (the driver cannot say): then the
+(None) when no holder's process reports a share (the driver cannot say): then the
 holder is judged by the GPU's activity, as an unshared GPU is. A holder whose own share is
 below the idle threshold is idle while it holds its part, even while another holder keeps
 the GPU busy ("holds 20 % of an H100 and used none of it for 2 h"). When the GPU itself is
@@ -67,7 +67,10 @@ def shared_use(sample: GpuSample, refs: Mapping[str, WorkloadRef]) -> SharedUse 
     sm: dict[WorkloadRef, float] = dict.fromkeys(refs.values(), 0.0)
     memory: dict[WorkloadRef, int | None] = dict.fromkeys(refs.values())
     # a lone holder (a declared share) is judged by the GPU's activity: it is all there is
-    known = len(refs) > 1 and any(_finite(p.sm_share) is not None for p in sample.processes)
+    known = len(refs) > 1 and any(
+        _finite(p.sm_share) is not None and p.workload is not None and p.workload.key in refs
+        for p in sample.processes
+    )
     for proc in sample.processes:
         ref = refs.get(proc.workload.key) if proc.workload is not None else None
         share = _finite(proc.sm_share)
