@@ -268,6 +268,12 @@ class GpuView(msgspec.Struct, frozen=True, gc=False):
     price_fraction: float = 1.0
     #: True for a MIG-enabled physical GPU (its state comes from its slices)
     mig_enabled: bool = False
+    #: a shared GPU: each holder's fraction of its price (analysis/shared.py), by
+    #: workload key; empty when the GPU is not shared
+    holder_fractions: dict[str, float] = msgspec.field(default_factory=dict)
+    #: a shared GPU: the holders idle on their own now (their SM share below the idle
+    #: threshold, the GPU busy or not), and since when, by workload key
+    holders_idle_since: dict[str, float] = msgspec.field(default_factory=dict)
 
     def idle_seconds(self, now: float) -> float:
         return 0.0 if self.idle_since is None else max(0.0, now - self.idle_since)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import httpx
 import pytest
 
 from agent.sources.simulated.shared import TIME_SLICED_PODS, SharedSlot, build_shared_gpu
@@ -20,6 +21,7 @@ from agent.sources.simulated.source import (
     SimulatedFleet,
     SimulatedNode,
 )
+from collector.records import RecommendationKind
 from tests.e2e.fleet_rig import TOKEN, FleetRig
 from tests.e2e.truth import relative_error
 
@@ -118,3 +120,43 @@ def test_energy_follows_use_and_an_unused_part_draws_only_its_share_of_idle_powe
         total = rig.fleet.true_energy_joules(gpu.info.uuid, rig.start, rig.now)
         held = sum(per_pod[j.workload.key].energy_joules for j in gpu.jobs)
         assert relative_error(held, total) <= 0.005
+
+
+def test_a_pod_idle_on_its_own_beside_a_busy_one_is_released_at_its_share(
+    rig: FleetRig,
+) -> None:
+    window = rig.settings.analysis.idle_window_seconds
+    evaluation = rig.settings.analysis.evaluation_interval_seconds
+    recs = {r.id: r for r in rig.collector.core.service.recommendations(None)}
+    release = RecommendationKind.RELEASE_IDLE.value
+    for gpu in rig.fleet.nodes[0].gpus:
+        for job in gpu.jobs:
+            rec = recs.get(f"{release}:{job.workload.key}")
+            key = job.workload.key
+            if job.kind is ActivityKind.STUCK:
+                assert rec is not None, key
+                assert rig.start + window <= rec.opened_at <= rig.start + window + evaluation
+                assert rec.gpu_uuids == (gpu.info.uuid,)
+                price = H100_PRICE * pods_fraction(rig, key)
+                assert rec.savings.money_per_hour == pytest.approx(price)
+            else:  # serving and a notebook used their parts within every window
+                longest = max(
+                    (b - a for a, b in gpu.own_idle_intervals(key, rig.start, rig.now)),
+                    default=0.0,
+                )
+                assert (rec is None) == (longest < window), key
+
+
+def test_workloads_api_shows_each_pods_own_idle_time_and_cost(
+    rig: FleetRig, http: httpx.Client
+) -> None:
+    params = {"start": rig.start, "end": rig.now}
+    body = http.get("/v1/workloads", params=params, headers=AUTH).json()
+    rows = {row["key"]: row for row in body["workloads"]}
+    for index in (0, 1):
+        gpu = rig.fleet.nodes[0].gpus[index]
+        for key, fraction in pods(rig, index).items():
+            truth = sum(b - a for a, b in gpu.own_idle_intervals(key, rig.start, rig.now))
+            usage = rows[key]["usage"]
+            assert relative_error(usage["idle_seconds"], truth * fraction) <= 0.01, key
+            assert relative_error(usage["cost"], H100_PRICE * fraction * 2) <= 0.005, key
