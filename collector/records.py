@@ -50,26 +50,15 @@ class WorkloadRef:
     user: str = ""
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class SharedUse:
-    """How the holders of one shared GPU take their parts at one sample
-    (collector/analysis/shared.py makes them)."""
-
-    #: holder -> fraction of the GPU's price and held time (``price_fractions``)
-    fractions: dict[WorkloadRef, float]
-    #: holder -> its own SM share (0..1) over the sample's interval; None: unknown
-    sm_shares: dict[WorkloadRef, float | None]
-    #: holder -> GPU memory its processes use; None: no process reported it
-    memory_bytes: dict[WorkloadRef, int | None]
-
-
 class Interval(msgspec.Struct, gc=False):
     """One applied interval of one GPU: from the previous sample to this one.
 
     The interval takes the activity of its *starting* sample (a reading holds until the
     next one). ``energy_joules`` is the counter delta (or the trapezoid of power when
     ``energy_estimated``); ``shares`` splits it (and the seconds) among the workloads
-    holding the GPU, summing to 1, empty when unallocated.
+    holding the GPU, summing to 1, empty when unallocated. On a shared GPU (``sharing``)
+    the seconds and price go by each holder's fraction and own activity instead
+    (collector/analysis/shared.py); ``shares`` still splits the energy.
 
     A msgspec Struct, not a dataclass: one is built per applied sample, and a Struct is
     built in C (~0.12 us, a slotted dataclass's ``__init__`` ~0.37 us). gc=False: it never
@@ -94,6 +83,19 @@ class Interval(msgspec.Struct, gc=False):
     @property
     def seconds(self) -> float:
         return self.end - self.start
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class SharedUse:
+    """How the holders of one shared GPU take their parts at one sample
+    (collector/analysis/shared.py makes them)."""
+
+    #: holder -> fraction of the GPU's price and held time (``price_fractions``)
+    fractions: dict[WorkloadRef, float]
+    #: holder -> its own SM share (0..1) over the sample's interval; None: unknown
+    sm_shares: dict[WorkloadRef, float | None]
+    #: holder -> GPU memory its processes use; None: no process reported it
+    memory_bytes: dict[WorkloadRef, int | None]
 
 
 class Usage(msgspec.Struct, gc=False):
