@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -11,7 +12,7 @@ from agent.model import GpuSample, ProcessSample, Workload, WorkloadKind
 from collector.analysis.energy import workload_ref, workload_shares
 from collector.analysis.shared import holder_activity, price_fractions, shared_parts, shared_use
 from collector.analysis.usage import IntervalSums
-from collector.records import ACTIVE, IDLE, UNKNOWN, Interval, SharedUse
+from collector.records import ACTIVE, IDLE, UNKNOWN, Activity, Interval, SharedUse
 
 THRESHOLD = 0.01
 
@@ -103,3 +104,33 @@ def test_parts_of_a_busy_hour_price_by_fraction_and_energy_by_use() -> None:
     assert math.isclose(parts[ra].cost, 2.0) and math.isclose(parts[rb].idle_cost, 5.0)
     assert (parts[ra].energy_joules, parts[rb].energy_joules) == (3.6e6, 0.0)
     assert parts[ra].cost + parts[rb].cost <= sums.usage(10.0, allocated=True).cost
+
+
+@given(
+    st.lists(st.tuples(st.none() | st.floats(0, 1), st.floats(0, 1)), min_size=1, max_size=6),
+    st.sampled_from([ACTIVE, IDLE, UNKNOWN]),
+    st.floats(0, 100),
+)
+def test_holders_never_cost_more_than_the_gpu_nor_idle_longer_than_they_hold(
+    holders: list[tuple[float | None, float]], activity: Activity, price: float
+) -> None:
+    workloads = tuple(pod(f"p{i}", share) for i, (share, _) in enumerate(holders))
+    sm_shares = [sm for _, sm in holders]
+    procs = tuple(
+        ProcessSample(pid=i, sm_share=sm_shares[i], workload=w) for i, w in enumerate(workloads)
+    )
+    s = sample(*procs, workloads=workloads)
+    shares = workload_shares(s)
+    use = shared_use(s, {ref.key: ref for ref in shares})
+    if use is None:  # one holder that declared nothing: not shared
+        return
+    sums = IntervalSums()
+    sums.add(Interval("GPU-1", "n", "H100", 0.0, 600.0, activity, 1e5, False, shares), 1.0, 0)
+    gpu = sums.usage(price, allocated=True)
+    parts = shared_parts(sums, price, shares, use, THRESHOLD)
+    assert math.fsum(p.cost for p in parts.values()) <= gpu.cost * (1 + 1e-9) + 1e-12
+    assert math.fsum(p.energy_joules for p in parts.values()) == pytest.approx(gpu.energy_joules)
+    for ref, part in parts.items():
+        held = use.fractions[ref] * (gpu.active_seconds + gpu.idle_seconds)
+        assert part.idle_seconds <= held * (1 + 1e-9) + 1e-12
+        assert part.active_seconds + part.idle_seconds == pytest.approx(held)
