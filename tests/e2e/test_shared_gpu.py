@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from agent.sources.simulated.shared import TIME_SLICED_PODS, SharedSlot, build_shared_gpu
+from agent.sources.simulated.shared import build_shared_node
 from agent.sources.simulated.source import (
     DEFAULT_START_TIME,
     SEGMENT_SECONDS,
@@ -32,14 +32,10 @@ SHIP_EVERY_TICKS = 12
 RUN_SECONDS = 2 * 3600.0
 H100_PRICE = 6.88  # the example price book's on-demand price
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
-HAMI_PODS = (SharedSlot(ActivityKind.INFERENCE, 0.3), SharedSlot(ActivityKind.STUCK, 0.5))
 
 
 def build_shared_fleet() -> SimulatedFleet:
-    gpus = [
-        build_shared_gpu("shared-node", 0, "H100", TIME_SLICED_PODS, 0, DEFAULT_START_TIME),
-        build_shared_gpu("shared-node", 1, "H100", HAMI_PODS, 0, DEFAULT_START_TIME),
-    ]
+    gpus = build_shared_node("shared-node", 0, DEFAULT_START_TIME)
     return SimulatedFleet([SimulatedNode("shared-node", gpus)])
 
 

@@ -47,6 +47,11 @@ TIME_SLICED_PODS = (
 )
 
 
+#: an H100 shared through HAMi by two pods that declared 30 % and 50 % of its cores (20 %
+#: of it unallocated): one serving, one that never uses its part
+HAMI_PODS = (SharedSlot(ActivityKind.INFERENCE, 0.3), SharedSlot(ActivityKind.STUCK, 0.5))
+
+
 class SimulatedSharedGpu(SimulatedGpu):
     """A board whose jobs all hold it at once."""
 
@@ -151,3 +156,12 @@ def _pod_job(node: str, index: int, number: int, slot: SharedSlot, seed: int) ->
         gpu_indexes=(index,),
         process_name="python",
     )
+
+
+def build_shared_node(name: str, seed: int, epoch: float) -> list[SimulatedSharedGpu]:
+    """The GPUs of the example shared node: GPU 0 time-sliced by ``TIME_SLICED_PODS``,
+    GPU 1 shared through HAMi by ``HAMI_PODS`` (``gpufleet demo --shared``, tests/e2e)."""
+    return [
+        build_shared_gpu(name, 0, "H100", TIME_SLICED_PODS, seed, epoch),
+        build_shared_gpu(name, 1, "H100", HAMI_PODS, seed, epoch),
+    ]
