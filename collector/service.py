@@ -212,7 +212,7 @@ class CollectorCore:
             FleetLimits.of(settings.ingest),
             WorkloadWindows(settings.analysis.bottleneck_window_seconds),
         )
-        accountant = Accountant(rates)
+        accountant = Accountant(rates, settings.analysis.idle_threshold)
         queue = IngestQueue(settings, ledger, fleet, stats, observers, health)
         commit_every = settings.ingest.commit_interval_seconds
         applier = Applier(fleet, accountant, ledger, observers, commit_every, clock, health)

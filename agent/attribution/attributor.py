@@ -36,8 +36,14 @@ import msgspec
 from agent.attribution.cgroups import slurm_job_from_environ
 from agent.attribution.devices import GpuDirectory
 from agent.attribution.hpc import JobAllocation, MappingFiles
-from agent.attribution.kubelet import PodDevice, PodResourcesCache, PodResourcesClient
+from agent.attribution.kubelet import (
+    PodDevice,
+    PodResourcesCache,
+    PodResourcesClient,
+    shared_devices,
+)
 from agent.attribution.proc import ProcessIdentity, ProcReader
+from agent.attribution.sharing import MPS_SERVER_PROCESS
 from agent.attribution.slurm import SlurmJob, SqueueReader, SqueueSettings
 from agent.attribution.workloads import (
     bare_process_workload,
@@ -200,7 +206,8 @@ class Attributor:
         holders: _Holders,
         identities: _Identities,
     ) -> _GpuCache:
-        on_gpu = holders.pods_by_gpu.get(gpu_uuid, [])
+        mps = any(name == MPS_SERVER_PROCESS for _, name, _ in identities)
+        on_gpu = shared_devices(holders.pods_by_gpu.get(gpu_uuid, []), mps)
         by_process = tuple(
             self._process_workload(pid, name, identity, on_gpu, holders)
             for pid, name, identity in identities

@@ -32,13 +32,15 @@ _MANUAL_FIELDS = ("name", "namespace", "team", "user")
 
 
 def pod_workload(device: PodDevice, uid: str | None = None) -> Workload:
-    """The pod holding a device, as pod-resources names it."""
+    """The pod holding a device, as pod-resources names it, with how it shares the GPU."""
     return Workload(
         kind=WorkloadKind.KUBERNETES_POD,
         id=uid or f"{device.namespace}/{device.pod}",
         name=device.pod,
         namespace=device.namespace,
         container=device.container or None,
+        gpu_sharing=device.sharing.mode,
+        gpu_share=device.sharing.share,
     )
 
 

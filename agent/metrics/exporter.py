@@ -28,7 +28,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from agent import __version__
 from agent.metrics.catalogue import AGENT_METRICS, GPU_METRICS
-from agent.metrics.dcgm import DcgmInput, dcgm_descriptions, dcgm_families
+from agent.metrics.dcgm import DcgmInput, dcgm_descriptions, dcgm_families, shared_gpu_inputs
 from agent.metrics.dcgm_naming import DcgmNaming, dcgm_specs
 from agent.metrics.families import FamilySet, new_family
 from agent.metrics.gpu_readings import ScrapedGpu, gpu_readings
@@ -168,15 +168,18 @@ class AgentExporter(Collector):
     def _dcgm_inputs(self, views: Sequence[ScrapedGpu]) -> list[DcgmInput]:
         by_uuid = {view.info.uuid: view.info for view in views}
         return [
-            DcgmInput(
-                info=view.info,
-                parent=by_uuid.get(view.info.mig_parent_uuid or ""),
-                sample=view.sample,
-                workload=view.workload,
-                last_xid=self._xids.last_xid(view.info.uuid),
-            )
+            per_workload
             for view in views
             if view.sample is not None
+            for per_workload in shared_gpu_inputs(
+                DcgmInput(
+                    info=view.info,
+                    parent=by_uuid.get(view.info.mig_parent_uuid or ""),
+                    sample=view.sample,
+                    workload=view.workload,
+                    last_xid=self._xids.last_xid(view.info.uuid),
+                )
+            )
         ]
 
     def _agent_families(self, snap: StatsSnapshot) -> list[Metric]:

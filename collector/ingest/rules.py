@@ -238,6 +238,8 @@ WORKLOAD_RULES: dict[str, Rule] = {
     "user": NAME,
     "team": NAME,
     "labels": LABELS,
+    "gpu_sharing": NAME,
+    "gpu_share": RATIO,
 }
 
 

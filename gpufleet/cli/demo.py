@@ -69,6 +69,12 @@ def add_parser(commands: Any) -> None:
         "--mig", action="store_true", help="add a node of two H100s split into MIG slices"
     )
     p.add_argument(
+        "--shared",
+        action="store_true",
+        help="add a node of two shared H100s: one time-sliced by three pods, one shared "
+        "through HAMi by two pods that declared 30 %% and 50 %% of it",
+    )
+    p.add_argument(
         "--skew",
         type=float,
         metavar="SECONDS",

@@ -8,6 +8,7 @@ import json
 import re
 
 import httpx
+import msgspec
 import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.openmetrics.parser import (
@@ -16,7 +17,7 @@ from prometheus_client.openmetrics.parser import (
 
 from agent.metrics.dcgm_fields import DCGM_LABELS, DCGM_METRICS, UNSUPPORTED
 from agent.metrics.exporter import AgentExporter, serve_metrics
-from agent.model import GpuSample
+from agent.model import GpuSample, ProcessSample
 from agent.stats import AgentStats
 from tests.agent.metrics.test_exporter import (
     GIB,
@@ -24,6 +25,8 @@ from tests.agent.metrics.test_exporter import (
     JOB,
     MIB,
     NOW,
+    POD_A,
+    POD_B,
     FakeSampler,
     busy_h100,
     fleet_exporter,
@@ -277,3 +280,26 @@ def test_one_unit_conversion_per_field() -> None:
     assert one(series, "DCGM_FI_DEV_FB_USED") == 5
     assert one(series, "gpufleet_gpu_memory_used_bytes") == 5 * MIB + 1
     assert one(series, "DCGM_FI_DEV_FB_FREE") == (80 * GIB - 5 * MIB - 1 - 512 * MIB) // MIB
+
+
+def test_each_pod_on_a_shared_gpu_gets_its_own_values_not_copies() -> None:
+    """dcgm-exporter#432: on a time-sliced or MPS GPU every pod got the GPU's figures."""
+    info = INFOS[0]
+    a, b = (msgspec.structs.replace(w, gpu_sharing="time_slicing") for w in (POD_A, POD_B))
+    processes = (
+        ProcessSample(pid=10, sm_share=0.5, used_memory_bytes=20 * GIB, workload=a),
+        ProcessSample(pid=11, sm_share=0.2, used_memory_bytes=4 * GIB, workload=a),
+        ProcessSample(pid=12, sm_share=0.0, used_memory_bytes=6 * GIB, workload=b),
+    )
+    sample = busy_h100(info.uuid, workloads=(a, b), processes=processes)
+    exporter = AgentExporter("node-a", FakeSampler([info], [sample]).snapshot, AgentStats(),
+                             dcgm_compat=True)  # fmt: skip
+    series = parse(scrape_text(exporter))
+    assert one(series, "DCGM_FI_DEV_GPU_UTIL", pod="train-a") == pytest.approx(70.0)
+    assert one(series, "DCGM_FI_DEV_GPU_UTIL", pod="train-b") == 0.0
+    assert one(series, "DCGM_FI_DEV_FB_USED", pod="train-a") == 24 * GIB // MIB
+    assert one(series, "DCGM_FI_DEV_FB_USED", pod="train-b") == 6 * GIB // MIB
+    # the board's own figures once, on the primary pod's series: sums never double count
+    assert values(series, "DCGM_FI_DEV_POWER_USAGE") == [sample.power_watts]
+    assert one(series, "DCGM_FI_DEV_POWER_USAGE", pod="train-a") == sample.power_watts
+    assert values(series, "DCGM_FI_DEV_FB_FREE") == []
