@@ -113,6 +113,10 @@ class AttributionSettings:
     slurm_node: str = ""
     #: a slow slurmctld holds up one sampling tick at most this long per refresh
     squeue_timeout_seconds: float = 2.0
+    #: read each GPU-holding workload's host CPU and memory from its cgroup (NVML source)
+    host_usage: bool = True
+    #: the host's cgroup filesystem (in a pod: the host's, mounted read-only)
+    cgroup_root: Path = Path("/sys/fs/cgroup")
 
 
 @dataclass(frozen=True)

@@ -76,6 +76,7 @@ class Sampler:
         self._lock = threading.Lock()
         self._gpus: list[GpuInfo] = []
         self._latest: dict[str, GpuSample] = {}
+        self._latest_hosts: list[WorkloadHostSample] = []
         self._discovered_at: float | None = None
 
     def tick(self) -> list[GpuSample]:
@@ -95,8 +96,10 @@ class Sampler:
         for observer in self._observers:
             for sample in samples:
                 observer.observe(sample)
+        hosts = self._hosts.read_hosts(samples, now) if self._hosts is not None else []
+        with self._lock:
+            self._latest_hosts = hosts
         if self._sink is not None:
-            hosts = self._hosts.read_hosts(samples, now) if self._hosts is not None else []
             self._sink.submit(gpus, samples, hosts)
         return samples
 
@@ -105,6 +108,11 @@ class Sampler:
         with self._lock:
             known = {g.uuid for g in self._gpus}
             return list(self._gpus), [s for u, s in self._latest.items() if u in known]
+
+    def host_snapshot(self) -> list[WorkloadHostSample]:
+        """The host samples of the latest tick, for the exporter."""
+        with self._lock:
+            return list(self._latest_hosts)
 
     def run(self, stop: threading.Event) -> None:
         """Tick until ``stop`` is set; a failing tick is logged and the loop goes on."""

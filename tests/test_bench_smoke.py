@@ -34,11 +34,12 @@ def run_quick(module: str) -> str:
 def test_agent_overhead_quick_prints_cpu_and_memory_per_configuration() -> None:
     out = run_quick("bench.agent_overhead")
     for source in ("simulated", "nvml"):
-        for dcgm in ("off", "on"):
+        for dcgm, host in (("off", "off"), ("off", "on"), ("on", "on")):
             # 30 ticks x 8 GPUs were sampled and all 240 samples reached the sink
-            row = rf"^{source}\s+{dcgm}\s+240\s+({NUMBER})\s+1\s+({NUMBER})x\s.*\s240\s*$"
-            assert re.search(row, out, re.MULTILINE), f"no {source}/{dcgm} row in:\n{out}"
+            row = rf"^{source}\s+{dcgm}\s+{host}\s+240\s+({NUMBER})\s+1\s+({NUMBER})x\s.*\s240\s*$"
+            assert re.search(row, out, re.MULTILINE), f"no {source}/{dcgm}/{host} row in:\n{out}"
         assert f"dcgm_compat cost ({source}):" in out
+        assert f"host_usage cost ({source}):" in out
         assert re.search(rf"^fresh agent loop, {source}, .*\s{NUMBER}x\s*$", out, re.MULTILINE)
     assert re.search(rf"^this benchmark process .*\s{NUMBER}x\s*$", out, re.MULTILINE)
     assert "dcgm-exporter pods run at 135-512 MiB" in out

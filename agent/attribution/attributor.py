@@ -95,7 +95,9 @@ class Attributor:
         settings: AttributionSettings,
         stats: AgentStats | None = None,
         monotonic: Callable[[], float] = time.monotonic,
+        procs: ProcReader | None = None,
     ) -> None:
+        """``procs``: a /proc reader to share (with the host reader); else one of its own."""
         self._settings = settings
         self._stats = stats
         self._monotonic = monotonic
@@ -104,7 +106,7 @@ class Attributor:
         self._mapping = MappingFiles(settings.gpustat_dir, settings.hpc_job_mapping_dir)
         self._jobs: list[JobAllocation] = []
         self._jobs_read_at: float | None = None
-        self._procs = ProcReader(settings.proc_root, settings.refresh_seconds, monotonic)
+        self._procs = procs or ProcReader(settings.proc_root, settings.refresh_seconds, monotonic)
         self._squeue = squeue_reader(settings, monotonic)
         self._user_names: dict[int, str] = {}
         self._holders_cache: _Holders | None = None

@@ -12,11 +12,14 @@ Kubernetes pod first, then a Slurm job, then a manual label, then a bare process
 by workload key), so that ``sum by (k8s_namespace_name)`` works without a join. Every workload
 that holds the GPU, primary or not, gets its own ``gpufleet_gpu_workload_info`` series.
 
-The families a scrape fills from these rows are agent/metrics/families.py's.
+The families a scrape fills from these rows are agent/metrics/families.py's. The
+per-workload host rows (``gpufleet_workload_host_*``) are agent/metrics/host_catalogue.py's.
 """
 
 from __future__ import annotations
 
+from agent.metrics.host_catalogue import HOST_METRICS
+from agent.metrics.workload_labels import WORKLOAD_LABELS
 from gpufleet.metric_spec import MetricSpec, MetricType
 
 #: who the GPU is (index as a string, GPU or MIG UUID, model name, MIG profile and parent)
@@ -27,13 +30,6 @@ GPU_IDENTITY_LABELS: tuple[str, ...] = (
     "model",
     "mig_profile",
     "mig_parent_uuid",
-)
-#: who holds it (OpenTelemetry names); empty strings when nobody does
-WORKLOAD_LABELS: tuple[str, ...] = (
-    "k8s_namespace_name",
-    "k8s_pod_name",
-    "k8s_container_name",
-    "slurm_job_id",
 )
 GPU_LABELS: tuple[str, ...] = GPU_IDENTITY_LABELS + WORKLOAD_LABELS
 
@@ -328,7 +324,7 @@ AGENT_METRICS: tuple[MetricSpec, ...] = (
     ),
 )
 
-CATALOGUE: tuple[MetricSpec, ...] = GPU_METRICS + AGENT_METRICS
+CATALOGUE: tuple[MetricSpec, ...] = GPU_METRICS + AGENT_METRICS + HOST_METRICS
 
 
 def spec_by_name(name: str) -> MetricSpec:

@@ -32,13 +32,15 @@ from agent.metrics.dcgm import DcgmInput, dcgm_descriptions, dcgm_families, shar
 from agent.metrics.dcgm_naming import DcgmNaming, dcgm_specs
 from agent.metrics.families import FamilySet, new_family
 from agent.metrics.gpu_readings import ScrapedGpu, gpu_readings
+from agent.metrics.host_catalogue import HOST_METRICS, host_rows, workloads_by_key
 from agent.metrics.workload_labels import primary_workload
-from agent.model import GpuInfo, GpuSample
+from agent.model import GpuInfo, GpuSample, WorkloadHostSample
 from agent.stats import AgentStats, StatsSnapshot
 
 log = logging.getLogger(__name__)
 
 Snapshot = Callable[[], tuple[Sequence[GpuInfo], Sequence[GpuSample]]]
+HostSnapshot = Callable[[], Sequence[WorkloadHostSample]]
 
 
 class XidTally:
@@ -87,7 +89,8 @@ class AgentExporter(Collector):
     default: NVIDIA's dashboard queries it) or, with ``dcgm_naming="4.9"``, its 4.9 one
     (agent/metrics/dcgm_naming.py). Pass the
     sampler's ``xid_tally`` when it observes every sample; otherwise XIDs are counted from
-    the samples seen at scrapes only.
+    the samples seen at scrapes only. ``hosts()`` returns the latest per-workload host
+    samples (the sampler's ``host_snapshot``), exported as ``gpufleet_workload_host_*``.
     """
 
     def __init__(
@@ -98,9 +101,11 @@ class AgentExporter(Collector):
         dcgm_compat: bool = False,
         xid_tally: XidTally | None = None,
         dcgm_naming: DcgmNaming = "4.8",
+        hosts: HostSnapshot | None = None,
     ) -> None:
         self._node = node
         self._snapshot = snapshot
+        self._hosts = hosts
         self._stats = stats
         self._dcgm_compat = dcgm_compat
         self._dcgm_specs = dcgm_specs(dcgm_naming)
@@ -110,7 +115,7 @@ class AgentExporter(Collector):
 
     def describe(self) -> Iterable[Metric]:
         """Empty families, so registering never calls ``snapshot()``."""
-        families = [new_family(spec) for spec in GPU_METRICS + AGENT_METRICS]
+        families = [new_family(spec) for spec in GPU_METRICS + AGENT_METRICS + HOST_METRICS]
         if self._dcgm_compat:
             families.extend(dcgm_descriptions(self._dcgm_specs))
         return families
@@ -121,6 +126,7 @@ class AgentExporter(Collector):
         for view in views:
             self._add_gpu(families, view)
         yield from families.metrics()
+        yield from self._host_families(views)
         if self._dcgm_compat:
             inputs = self._dcgm_inputs(views)
             yield from dcgm_families(self._node, inputs, self._count_error, self._dcgm_specs)
@@ -164,6 +170,26 @@ class AgentExporter(Collector):
                     families.add(spec.name, labels, value)
                 except ValueError:
                     self._count_error(view.info.uuid, spec.name)
+
+    def _host_families(self, views: Sequence[ScrapedGpu]) -> list[Metric]:
+        """One series per host sample whose workload holds a GPU in this scrape."""
+        if self._hosts is None:
+            return []
+        try:
+            hosts = self._hosts()
+        except Exception:
+            self._count_error("", "host_snapshot")
+            return []
+        workloads = workloads_by_key([v.sample.workloads for v in views if v.sample is not None])
+        families = FamilySet(HOST_METRICS)
+        for host in hosts:
+            try:
+                for name, labels, value in host_rows(self._node, host, workloads):
+                    if math.isfinite(value):
+                        families.add(name, labels, value)
+            except (KeyError, ValueError):
+                self._count_error("", "gpufleet_workload_host")
+        return families.metrics()
 
     def _dcgm_inputs(self, views: Sequence[ScrapedGpu]) -> list[DcgmInput]:
         by_uuid = {view.info.uuid: view.info for view in views}
@@ -240,4 +266,4 @@ def serve_metrics(
     return start_http_server(port, addr=address, registry=registry)
 
 
-__all__ = ["AgentExporter", "Snapshot", "XidTally", "serve_metrics"]
+__all__ = ["AgentExporter", "HostSnapshot", "Snapshot", "XidTally", "serve_metrics"]

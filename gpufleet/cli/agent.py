@@ -124,10 +124,27 @@ def print_once(source: GpuSource, settings: AgentSettings) -> int:
     return 0
 
 
-def _annotator(settings: AgentSettings, stats: AgentStats | None = None) -> Any:
+def _annotator(settings: AgentSettings, stats: AgentStats | None = None, procs: Any = None) -> Any:
     from agent.attribution.attributor import Attributor
 
-    return Attributor(settings.attribution, stats)
+    return Attributor(settings.attribution, stats, procs=procs)
+
+
+def _attribution(settings: AgentSettings, source: GpuSource, stats: AgentStats) -> tuple[Any, Any]:
+    """The annotator and the host reader: the simulator's own host readings; on NVML each
+    workload's cgroup (``attribution.host_usage``), sharing the annotator's /proc reader;
+    none for a replayed trace (its processes are not this host's)."""
+    if settings.source.kind == "simulated":
+        return _annotator(settings, stats), source
+    attribution = settings.attribution
+    if settings.source.kind == "replay" or not attribution.host_usage:
+        return _annotator(settings, stats), None
+    from agent.attribution.host_usage import CgroupHostReader
+    from agent.attribution.proc import ProcReader
+
+    procs = ProcReader(attribution.proc_root, attribution.refresh_seconds)
+    hosts = CgroupHostReader(procs, attribution.cgroup_root, stats, attribution.refresh_seconds)
+    return _annotator(settings, stats, procs), hosts
 
 
 def serve(
@@ -139,12 +156,18 @@ def serve(
 ) -> int:
     stop = threading.Event()
     shipper = _shipper(settings, node, stats)
-    annotator = _annotator(settings, stats)
+    annotator, hosts = _attribution(settings, source, stats)
     from agent.metrics.exporter import XidTally
 
     tally = XidTally()
     sampler = Sampler(
-        source, stats, settings.source.interval_seconds, annotator, shipper, observers=[tally]
+        source,
+        stats,
+        settings.source.interval_seconds,
+        annotator,
+        shipper,
+        observers=[tally],
+        hosts=hosts,
     )
     if settings.exporter.enabled:
         _start_exporter(settings, node, sampler, stats, tally)
@@ -193,6 +216,7 @@ def _start_exporter(
         settings.exporter.dcgm_compat,
         xid_tally=tally,
         dcgm_naming=settings.exporter.dcgm_naming,
+        hosts=sampler.host_snapshot,
     )
     registry.register(exporter)
     serve_metrics(registry, settings.exporter.address, settings.exporter.port)

@@ -75,7 +75,7 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- $cfg := deepCopy .Values.agent.config -}}
 {{- $shipper := merge (dict "url" (include "gpufleet.collectorUrl" .) "spool_dir" "/var/lib/gpufleet/spool") (default dict $cfg.shipper) -}}
 {{- $exporter := merge (dict "address" "0.0.0.0") (default dict $cfg.exporter) -}}
-{{- $attribution := merge (dict "kubelet_socket" "/var/lib/kubelet/pod-resources/kubelet.sock" "proc_root" "/proc") (default dict $cfg.attribution) -}}
+{{- $attribution := merge (dict "kubelet_socket" "/var/lib/kubelet/pod-resources/kubelet.sock" "proc_root" "/proc" "cgroup_root" "/host/sys/fs/cgroup") (default dict $cfg.attribution) -}}
 {{- $_ := set $cfg "shipper" $shipper -}}
 {{- $_ = set $cfg "exporter" $exporter -}}
 {{- $_ = set $cfg "attribution" $attribution -}}

@@ -23,7 +23,17 @@ from tests.agent.metrics.test_exporter import (
     scrape_text,
 )
 
-UNITS = {"watts", "joules", "ratio", "celsius", "bytes", "hertz", "seconds", "bytes_per_second"}
+UNITS = {
+    "watts",
+    "joules",
+    "ratio",
+    "celsius",
+    "bytes",
+    "hertz",
+    "seconds",
+    "bytes_per_second",
+    "cores",
+}
 #: Prometheus target labels and dcgm-exporter's workload labels: ours must not clash
 RESERVED_LABELS = {"instance", "job", "pod", "namespace", "container", "exported_pod"}
 
@@ -31,7 +41,10 @@ RESERVED_LABELS = {"instance", "job", "pod", "namespace", "container", "exported
 def everything_text(dcgm: bool) -> str:
     """The fixture fleet plus a sample of an unknown GPU, so error counters appear too."""
     sampler = FakeSampler(INFOS, [*fleet_samples(), busy_h100("GPU-unknown")])
-    return scrape_text(AgentExporter("node-a", sampler.snapshot, fleet_stats(), dcgm))
+    exporter = AgentExporter(
+        "node-a", sampler.snapshot, fleet_stats(), dcgm, hosts=sampler.host_snapshot
+    )
+    return scrape_text(exporter)
 
 
 def emitted_families(text: str) -> dict[str, tuple[str, set[frozenset[str]]]]:
@@ -64,7 +77,7 @@ def test_every_catalogue_row_is_emitted_by_the_fixture_fleet() -> None:
 
 @pytest.mark.parametrize("spec", CATALOGUE, ids=lambda spec: spec.name)
 def test_names_follow_prometheus_conventions(spec: MetricSpec) -> None:
-    assert re.fullmatch(r"gpufleet_(gpu|agent)_[a-z][a-z0-9_]*[a-z0-9]", spec.name)
+    assert re.fullmatch(r"gpufleet_(gpu|agent|workload)_[a-z][a-z0-9_]*[a-z0-9]", spec.name)
     assert spec.name.endswith("_total") == (spec.type == "counter")
     assert spec.name.endswith("_info") == (spec.type == "info")
     base = spec.name.removesuffix("_total")

@@ -12,7 +12,14 @@ from prometheus_client.parser import text_string_to_metric_families
 from agent import __version__
 from agent.metrics.dcgm_naming import DcgmNaming
 from agent.metrics.exporter import AgentExporter, XidTally
-from agent.model import GpuInfo, GpuSample, ProcessSample, Workload, WorkloadKind
+from agent.model import (
+    GpuInfo,
+    GpuSample,
+    ProcessSample,
+    Workload,
+    WorkloadHostSample,
+    WorkloadKind,
+)
 from agent.stats import AgentStats
 from tests.paths import FIXTURES
 
@@ -186,6 +193,27 @@ def fleet_samples() -> list[GpuSample]:
     ]
 
 
+#: POD_A read twice, limited; JOB unlimited on cgroup v1 (no PSI); POD_B read once (no rate)
+FLEET_HOSTS: tuple[WorkloadHostSample, ...] = (
+    WorkloadHostSample(
+        timestamp=NOW,
+        workload_key=POD_A.key,
+        cpu_used_cores=3.75,
+        cpu_limit_cores=4.0,
+        cpu_throttled_ratio=0.25,
+        memory_pressure_ratio=0.0125,
+        memory_used_bytes=12 * GIB,
+        memory_limit_bytes=64 * GIB,
+    ),
+    WorkloadHostSample(
+        timestamp=NOW, workload_key=JOB.key, cpu_used_cores=10.5, memory_used_bytes=3 * GIB
+    ),
+    WorkloadHostSample(
+        timestamp=NOW, workload_key=POD_B.key, cpu_limit_cores=2.0, memory_used_bytes=GIB
+    ),
+)
+
+
 def fleet_stats() -> AgentStats:
     stats = AgentStats()
     stats.record_read(0.25, unhealthy_gpus=1)
@@ -206,12 +234,21 @@ def fleet_stats() -> AgentStats:
 class FakeSampler:
     """Holds the sampler's latest state; tests change it between scrapes."""
 
-    def __init__(self, infos: Sequence[GpuInfo], samples: Sequence[GpuSample]) -> None:
+    def __init__(
+        self,
+        infos: Sequence[GpuInfo],
+        samples: Sequence[GpuSample],
+        hosts: Sequence[WorkloadHostSample] = FLEET_HOSTS,
+    ) -> None:
         self.infos = list(infos)
         self.samples = list(samples)
+        self.hosts = list(hosts)
 
     def snapshot(self) -> tuple[list[GpuInfo], list[GpuSample]]:
         return self.infos, self.samples
+
+    def host_snapshot(self) -> list[WorkloadHostSample]:
+        return self.hosts
 
 
 def scrape_text(exporter: AgentExporter) -> str:
@@ -228,6 +265,7 @@ def fleet_exporter(dcgm_compat: bool = False, dcgm_naming: DcgmNaming = "4.8") -
         fleet_stats(),
         dcgm_compat=dcgm_compat,
         dcgm_naming=dcgm_naming,
+        hosts=sampler.host_snapshot,
     )
 
 
@@ -375,8 +413,8 @@ def test_primary_workload_does_not_depend_on_attribution_order() -> None:
     samples[3] = busy_h100("GPU-3333", xid_errors=(13,), workloads=(POD_B, POD_A, JOB))
     assert samples[3].workloads != fleet_samples()[3].workloads
     sampler = FakeSampler(INFOS, samples)
-    reordered = scrape_text(AgentExporter("node-a", sampler.snapshot, fleet_stats()))
-    assert reordered == scrape_text(fleet_exporter())
+    exporter = AgentExporter("node-a", sampler.snapshot, fleet_stats(), hosts=sampler.host_snapshot)
+    assert scrape_text(exporter) == scrape_text(fleet_exporter())
 
 
 def test_agent_self_metrics_come_from_stats() -> None:
@@ -499,3 +537,31 @@ def test_registering_does_not_read_the_sampler() -> None:
     assert calls == []
     generate_latest(registry)
     assert calls == [1]
+
+
+def test_host_series_per_workload_with_its_labels_and_none_emits_nothing() -> None:
+    series = parse(scrape_text(fleet_exporter()))
+    pod_a = {"workload_key": "pod:ml/train-a", "workload_kind": "kubernetes_pod"}
+    assert one(series, "gpufleet_workload_host_cpu_cores", **pod_a, k8s_pod_name="train-a") == 3.75
+    assert one(series, "gpufleet_workload_host_cpu_limit_cores", **pod_a) == 4.0
+    assert one(series, "gpufleet_workload_host_cpu_throttled_ratio", **pod_a) == 0.25
+    assert one(series, "gpufleet_workload_host_memory_pressure_ratio", **pod_a) == 0.0125
+    assert one(series, "gpufleet_workload_host_memory_limit_bytes", **pod_a) == 64 * GIB
+    job = {"workload_key": "slurm:4242", "slurm_job_id": "4242", "workload_kind": "slurm_job"}
+    assert one(series, "gpufleet_workload_host_cpu_cores", **job) == 10.5
+    for absent in ("cpu_limit_cores", "cpu_throttled_ratio", "memory_pressure_ratio"):
+        assert values(series, f"gpufleet_workload_host_{absent}", **job) == []
+    # POD_B's first reading: no CPU rate yet, never a 0
+    assert values(series, "gpufleet_workload_host_cpu_cores", workload_key="pod:ml/train-b") == []
+    assert one(series, "gpufleet_workload_host_memory_used_bytes", k8s_pod_name="train-b") == GIB
+
+
+def test_host_sample_of_a_workload_no_gpu_names_is_skipped_and_counted() -> None:
+    stray = WorkloadHostSample(timestamp=NOW, workload_key="pod:ml/gone", cpu_used_cores=1.0)
+    sampler = FakeSampler(INFOS, fleet_samples(), [*FLEET_HOSTS, stray])
+    exporter = AgentExporter("node-a", sampler.snapshot, AgentStats(), hosts=sampler.host_snapshot)
+    series = parse(scrape_text(exporter))
+    assert values(series, "gpufleet_workload_host_cpu_cores", workload_key="pod:ml/gone") == []
+    assert len(values(series, "gpufleet_workload_host_cpu_cores")) == 2
+    errors = "gpufleet_agent_export_errors_total"
+    assert one(series, errors, metric="gpufleet_workload_host") == 1
