@@ -12,6 +12,7 @@ from pathlib import Path
 
 from collector.actions.settings import ActionSettings
 from collector.influx.settings import InfluxSettings
+from collector.notify.answer_settings import AnswerSettings
 from collector.notify.settings import NotificationSettings
 from gpufleet.settings import ConfigError
 
@@ -250,6 +251,8 @@ class CollectorSettings:
     notifications: NotificationSettings = field(default_factory=NotificationSettings)
     actions: ActionSettings = field(default_factory=ActionSettings)
     influx: InfluxSettings = field(default_factory=InfluxSettings)
+    #: buttons that answer back from chat, and their secrets (collector/notify/answer_settings.py)
+    answers: AnswerSettings = field(default_factory=AnswerSettings)
 
     def __post_init__(self) -> None:
         forget, stale = self.ingest.forget_after_seconds, self.analysis.stale_after_seconds

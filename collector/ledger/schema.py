@@ -157,7 +157,21 @@ INSERT INTO workload_usage_daily (day_start, workload_key, {", ".join(USAGE_COLU
   FROM workload_usage_hourly GROUP BY 1, 2;
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5)
+#: answers from chat buttons and signed links (collector/actions/answer_log.py): who answered
+#: what, when, and what came of it; a kept workload's exemption ends at ``kept_until``.
+#: ``id`` is the service's own id for the press, so a replayed one is refused. Plain SQL
+#: that SQLite and PostgreSQL read alike (DOUBLE PRECISION: REAL is 4 bytes in PostgreSQL)
+_V6 = """
+CREATE TABLE answers (
+  id TEXT PRIMARY KEY, answered_at DOUBLE PRECISION NOT NULL, service TEXT NOT NULL,
+  service_user TEXT NOT NULL, who TEXT NOT NULL, action TEXT NOT NULL,
+  recommendation_id TEXT NOT NULL, workload_key TEXT NOT NULL, outcome TEXT NOT NULL,
+  detail TEXT NOT NULL, kept_until DOUBLE PRECISION
+);
+CREATE INDEX answers_by_workload ON answers (workload_key, kept_until);
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
 
 
 def schema_version(conn: sqlite3.Connection) -> int:

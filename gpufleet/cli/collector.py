@@ -164,7 +164,7 @@ def build_collector(
     if series_charts:
         core.observers.attach(series)
     console = ConsoleSources(core.service, ledger, prices, rates.currency, series)
-    alerting = build_alerting(settings, ledger, clock, gate)
+    alerting = build_alerting(settings, ledger, clock, gate, fleet=core.service.fleet)
     views = ViewCache(clock, refresh_seconds=VIEW_REFRESH_SECONDS)  # the API's and console's
     exposition = Exposition(clock, settings.ingest.apply_interval_seconds)
     # the fleet views the app's FleetExporter reads too (create_app): one call per render
