@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qs
@@ -49,11 +50,15 @@ class AnswerRoutes:
         secrets: AnswerSecrets,
         transport: httpx.BaseTransport,
         clock: Callable[[], float],
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
+        """``clock``: the collector's (the demo's is simulated), for what an answer does;
+        ``wall_clock``: the services', for the signed timestamps' replay window."""
         self.desk = desk
         self.secrets = secrets
         self.transport = transport
         self.clock = clock
+        self.wall_clock = wall_clock
 
     def routes(self) -> list[BaseRoute]:
         out: list[BaseRoute] = []
@@ -72,7 +77,8 @@ class AnswerRoutes:
         try:
             if len(body) > MAX_BODY_BYTES:
                 raise CallbackRefused(f"body over {MAX_BODY_BYTES} bytes")
-            verify_slack(self.secrets.slack_signing_secret, request.headers, body, self.clock())
+            secret = self.secrets.slack_signing_secret
+            verify_slack(secret, request.headers, body, self.wall_clock())
             payload = _slack_payload(body)
         except CallbackRefused as err:
             return _refused(err, "X-Slack-Signature")
@@ -110,7 +116,7 @@ class AnswerRoutes:
                 request.headers,
                 s.feishu_verification_token,
                 s.feishu_encrypt_key,
-                self.clock(),
+                self.wall_clock(),
             )
         except CallbackRefused as err:
             return _refused(err, "X-Lark-Signature")
