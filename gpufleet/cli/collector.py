@@ -23,6 +23,7 @@ from collector.analysis.cost import PriceBook
 from collector.config import CollectorSettings
 from collector.http.app import create_app
 from collector.http.auth import Gate, Token, load_tokens
+from collector.http.savings import savings_routes
 from collector.http.views import ViewCache
 from collector.influx.hooks import InfluxObserver, InfluxSinkMetrics, build_influx_sink
 from collector.ledger.store import Ledger
@@ -179,6 +180,7 @@ def build_collector(
         extra_routes=[
             *console_routes(console, settings, gate, clock, views),
             *plans_routes(ledger, prices, settings, gate, clock),
+            *savings_routes(ledger, settings, rates.currency, gate, clock),
             *(alerting.routes if alerting is not None else []),
         ],
         collectors=[

@@ -29,8 +29,10 @@ from collector.http.query import QueryError, parse_instant
 from collector.ledger.store import Ledger
 from collector.plans_report import plans_report
 from collector.records import Usage
+from collector.savings_report import savings_report
 from collector.usage_report import PERIOD_RULE, GroupReport, group_report, ledger_period
 from gpufleet.cli.report_plans import emit_plans
+from gpufleet.cli.report_savings import emit_savings
 from gpufleet.settings import ConfigError, load_settings
 
 _PERIOD = re.compile(r"^(\d+(?:\.\d+)?)([hdw])$")
@@ -59,6 +61,12 @@ def add_parser(commands: Any) -> None:
         action="store_true",
         help="what-if costs of plans (today's mix, the cheapest, all on demand, all "
         "reserved) and the utilisation gap, instead of usage by group",
+    )
+    p.add_argument(
+        "--savings",
+        action="store_true",
+        help="what the releases in the period freed: GPU-hours, money, energy (the body of "
+        "GET /v1/savings), instead of usage by group",
     )
     p.set_defaults(run=run)
 
@@ -127,6 +135,11 @@ def run(args: argparse.Namespace) -> int:
                                  max_term_months=analysis.pricing_max_term_months,
                                  utilisation_target=analysis.utilisation_target)  # fmt: skip
             emit_plans(plans, args.format, iso)
+            return 0
+        if getattr(args, "savings", False):
+            currency = settings.pricing.currency or prices.currency
+            saved = savings_report(ledger, end - parse_period(args.period), end, currency)
+            emit_savings(saved, args.format, iso)
             return 0
         answer = group_report(ledger, args.by, period)
     emit(answer, args, settings.pricing.currency or prices.currency)

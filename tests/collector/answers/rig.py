@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +15,8 @@ from urllib.parse import urlencode
 
 import httpx
 
-from agent.sources.simulated.source import ActivityKind, build_fleet
+from agent.sources.simulated.gpu import SimulatedGpu
+from agent.sources.simulated.source import ActivityKind, SimulatedFleet, build_fleet
 from collector.config import CollectorSettings
 from collector.notify.callbacks import lark_encrypt, lark_signature, slack_signature
 from gpufleet.cli.collector import Collector, build_collector, serve
@@ -97,11 +98,17 @@ class AnswerRig:
     start: float
     agents: list[Any]
     scancel_log: Path
+    fleet: SimulatedFleet
     ticks: int = 0
 
-    def run_until(self, t: float, ship_every: int = 5) -> None:
+    def fleet_gpus(self) -> list[SimulatedGpu]:
+        return [gpu for node in self.fleet.nodes for gpu in node.gpus]
+
+    def run_until(
+        self, t: float, ship_every: int = 5, after_pass: Callable[[], None] | None = None
+    ) -> None:
         """Simulated time to ``t``: sample every minute, ship, apply, evaluate and alert
-        every ``ship_every`` minutes."""
+        every ``ship_every`` minutes (then ``after_pass``: the world's answer to it)."""
         while self.start + self.ticks * STEP <= t:
             self.clock.set(self.start + self.ticks * STEP)
             for agent in self.agents:
@@ -113,6 +120,8 @@ class AnswerRig:
                 self.collector.core.applier.tick()
                 self.collector.core.recommender.evaluate_if_due()
                 self.collector.alert()
+                if after_pass is not None:
+                    after_pass()
 
     def slack_press(
         self, user: str, action: str, rec_id: str, secret: str = SLACK_SECRET, age: float = 0
@@ -214,7 +223,7 @@ def answer_rig(tmp_path: Path) -> Iterator[AnswerRig]:
         build_agent(node, url, clock, STEP, tmp_path / "spool" / node.name) for node in fleet.nodes
     ]
     rig = AnswerRig(
-        collector, clock, slack, feishu, wecom, cluster, url, start, agents, scancel_log
+        collector, clock, slack, feishu, wecom, cluster, url, start, agents, scancel_log, fleet
     )
     try:
         yield rig
