@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +30,9 @@ from collector.influx.hooks import InfluxObserver, InfluxSinkMetrics, build_infl
 from collector.ledger.store import Ledger
 from collector.metrics.cache import Exposition, Refresh
 from collector.metrics.exporter import RatesExporter
+from collector.metrics.savings import SavingsExporter
 from collector.reports import LiveRates
+from collector.savings_report import savings_report
 from collector.service import CollectorCore
 from collector.web import ConsoleSources, SeriesBuffer, console_routes
 from collector.web.plans_routes import plans_exporter, plans_routes
@@ -186,6 +189,7 @@ def build_collector(
         collectors=[
             RatesExporter(live_rates, clock),
             plans_exporter(ledger, prices, settings, clock),
+            SavingsExporter(partial(savings_report, ledger, currency=rates.currency), clock),
             *([InfluxSinkMetrics(influx)] if influx is not None else []),
             *([alerting.exporter] if alerting is not None and alerting.exporter else []),
         ],

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -109,6 +110,7 @@ def test_savings_after_enforced_releases_equal_the_simulators_truth(tmp_path: Pa
             timeout=60,
             check=True,
         )
+        metrics = httpx.get(f"{rig.url}/metrics").text
         truth = {
             key: sum(true_not_held_idle_seconds(g, at, end) for g in gpus_of(rig, key)) / HOUR
             for key, at in released.items()
@@ -123,6 +125,9 @@ def test_savings_after_enforced_releases_equal_the_simulators_truth(tmp_path: Pa
     assert report.summary.startswith(f"gpufleet released {report.released_gpu_hours:.0f} idle")
     assert served == json.loads(msgspec.json.encode(report))
     assert json.loads(printed.stdout) == served
+    freed = float(re.search(r"^gpufleet_savings_freed_gpu_seconds (\S+)$", metrics, re.M)[1])  # type: ignore[index]
+    assert freed == pytest.approx(report.released_gpu_hours * HOUR)
+    assert 'gpufleet_savings_releases{by="auto"} 2.0' in metrics
     # priced at the recommendation's own rate per GPU-hour
     rate = rec.savings.money_per_hour / len(rec.gpu_uuids)
     assert by_key[JOB].money == pytest.approx(by_key[JOB].freed_gpu_hours * rate, rel=1e-3)
