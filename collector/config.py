@@ -13,6 +13,7 @@ from pathlib import Path
 from collector.actions.settings import ActionSettings
 from collector.influx.settings import InfluxSettings
 from collector.notify.answer_settings import AnswerSettings
+from collector.notify.report_settings import ReportSettings
 from collector.notify.settings import NotificationSettings
 from gpufleet.settings import ConfigError
 
@@ -253,6 +254,8 @@ class CollectorSettings:
     influx: InfluxSettings = field(default_factory=InfluxSettings)
     #: buttons that answer back from chat, and their secrets (collector/notify/answer_settings.py)
     answers: AnswerSettings = field(default_factory=AnswerSettings)
+    #: efficiency reports per user and team, to chat and by email
+    reports: ReportSettings = field(default_factory=ReportSettings)
 
     def __post_init__(self) -> None:
         forget, stale = self.ingest.forget_after_seconds, self.analysis.stale_after_seconds

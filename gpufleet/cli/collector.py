@@ -38,6 +38,7 @@ from collector.web import ConsoleSources, SeriesBuffer, console_routes
 from collector.web.plans_routes import plans_exporter, plans_routes
 from gpufleet.cli.alerting import Alerting, build_alerting
 from gpufleet.cli.listen import check_free
+from gpufleet.cli.report_mail import ReportMailer
 from gpufleet.cli.schedule import PeriodicJobs
 from gpufleet.settings import load_settings
 
@@ -51,6 +52,8 @@ log = logging.getLogger("gpufleet.collector")
 #: touches, not the samples: bench/collector_throughput.py)
 CHECK_EVERY_SECONDS = 5.0
 PRUNE_EVERY_SECONDS = 6 * 3600.0
+#: how often the efficiency reports look whether a period ended
+REPORTS_EVERY_SECONDS = 60.0
 #: how young a cached read view (/v1/fleet, the console's) is served though the fleet
 #: changed since: a fleet at 1 Hz changes with every batch (collector/http/views.py); 5 s,
 #: a third of the console's and a typical poller's 15 s, so each of them sees fresh data
@@ -89,6 +92,8 @@ class Collector:
     clock: Callable[[], float] = time.time
     #: /metrics' body, rendered again when applying or a commit changed what it shows
     exposition: Exposition | None = None
+    #: efficiency reports per user and team (settings.reports; report_mail.py)
+    reports: ReportMailer | None = None
 
     def start_jobs(
         self,
@@ -105,6 +110,8 @@ class Collector:
         ]
         if self.alerting is not None:
             jobs.append((self.alert, check_every_seconds, "alerting"))
+        if self.reports is not None:
+            jobs.append((self.reports.tick, REPORTS_EVERY_SECONDS, "reports"))
         for func, seconds, name in jobs:
             self.scheduler.add(name, func, seconds)
         self.scheduler.start()
@@ -199,7 +206,13 @@ def build_collector(
     if influx is not None:
         influx.start()
     scheduler = PeriodicJobs()
-    return Collector(settings, ledger, core, app, scheduler, influx, alerting, clock, exposition)
+    reports = None
+    if settings.reports.users or settings.reports.teams:
+        announce = alerting.notifier.announce if alerting and alerting.notifier else None
+        reports = ReportMailer(settings, ledger, rates.currency, announce, clock)
+    return Collector(
+        settings, ledger, core, app, scheduler, influx, alerting, clock, exposition, reports
+    )
 
 
 def _open_ledger(settings: CollectorSettings, currency: str) -> tuple[Ledger, InfluxSink | None]:
