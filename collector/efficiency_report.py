@@ -16,6 +16,7 @@ import msgspec
 
 from collector.ledger.store import Ledger
 from collector.records import HOUR_SECONDS, LIVE_STATUSES, Usage
+from collector.savings_report import SavingsReport, savings_report
 from collector.usage_report import LedgerPeriod, group_report, ledger_period
 
 Subject = Literal["user", "team"]
@@ -55,6 +56,8 @@ class EfficiencyReport(msgspec.Struct, frozen=True):
     previous: Figures
     worst_jobs: list[Job]
     open_recommendations: list[OpenRecommendation]
+    #: what the releases of the subject's workloads in the period freed (savings_report.py)
+    savings: SavingsReport
 
 
 def figures_of(u: Usage) -> Figures:
@@ -105,4 +108,5 @@ def efficiency_report(
         figures_of(subject_usage(ledger, subject, name, before)),
         [Job(key, figures_of(u)) for key, u in worst if u.idle_seconds > 0],
         recs,
+        savings_report(ledger, period.start, period.end, currency, mine.__contains__),
     )

@@ -9,7 +9,7 @@ the release recommendation (``release_idle:<workload>``) as stored.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import msgspec
 
@@ -17,7 +17,7 @@ from collector.analysis.savings import Release, Saved, savings
 from collector.ledger.store import Ledger
 from collector.records import HOUR_SECONDS, IdleEpisode
 
-PERIOD_WORDS = {7 * 86400.0: "this week", 86400.0: "today"}
+PERIOD_WORDS = {7 * 86400.0: "this week", 86400.0: "in the day"}
 
 
 class SavedOut(msgspec.Struct, frozen=True):
@@ -79,8 +79,17 @@ def releases(ledger: Ledger, start: float, end: float) -> list[Release]:
     return out
 
 
-def savings_report(ledger: Ledger, start: float, end: float, currency: str) -> SavingsReport:
-    found = releases(ledger, start, end)
+def savings_report(
+    ledger: Ledger,
+    start: float,
+    end: float,
+    currency: str,
+    workloads: Callable[[str], bool] | None = None,
+) -> SavingsReport:
+    """The releases in ``[start, end)`` (of the ``workloads`` it accepts, else all)."""
+    found = [
+        r for r in releases(ledger, start, end) if workloads is None or workloads(r.workload_key)
+    ]
     gpus = sorted({g for r in found for g in r.gpu_uuids})
     episodes: dict[str, list[IdleEpisode]] = {g: [] for g in gpus}
     if found:

@@ -68,6 +68,7 @@ def plain_text(r: EfficiencyReport) -> str:
     lines += [f"  {_job(j.workload_key, j.figures, r.currency)}" for j in r.worst_jobs] or [
         "  none"
     ]
+    lines += ["", f"Released: {r.savings.summary}"]
     lines += ["", "Open recommendations:"]
     lines += [
         f"  {o.title} (saves {o.money_per_month:,.0f} {r.currency}/month)"
@@ -95,6 +96,7 @@ def html(r: EfficiencyReport) -> str:
         f"<!doctype html><html><body><h1>{escape(title(r))}</h1>"
         f"<table><tr><th></th><th>this period</th><th>against the one before</th></tr>{rows}"
         f"</table><h2>Jobs that wasted the most</h2><ul>{jobs}</ul>"
+        f"<p>Released: {escape(r.savings.summary)}</p>"
         f"<h2>Open recommendations</h2><ul>{recs or '<li>none</li>'}</ul></body></html>"
     )
 

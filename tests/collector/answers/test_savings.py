@@ -18,6 +18,7 @@ import pytest
 
 from agent.sources.simulated.gpu import SimulatedGpu
 from agent.sources.simulated.workloads import ActivityKind, make_pattern
+from collector.efficiency_report import efficiency_report
 from collector.savings_report import savings_report
 from tests.collector.answers.rig import HOUR, JOB, POD, AnswerRig, answer_rig
 from tests.e2e.collector_process import ROOT
@@ -111,6 +112,7 @@ def test_savings_after_enforced_releases_equal_the_simulators_truth(tmp_path: Pa
             check=True,
         )
         metrics = httpx.get(f"{rig.url}/metrics").text
+        weekly = efficiency_report(ledger, "team", "search", end, "weekly", end, "USD")
         truth = {
             key: sum(true_not_held_idle_seconds(g, at, end) for g in gpus_of(rig, key)) / HOUR
             for key, at in released.items()
@@ -128,6 +130,10 @@ def test_savings_after_enforced_releases_equal_the_simulators_truth(tmp_path: Pa
     freed = float(re.search(r"^gpufleet_savings_freed_gpu_seconds (\S+)$", metrics, re.M)[1])  # type: ignore[index]
     assert freed == pytest.approx(report.released_gpu_hours * HOUR)
     assert 'gpufleet_savings_releases{by="auto"} 2.0' in metrics
+    # team search's weekly report carries its own release (the pod's), not emeka's job
+    assert [r.workload_key for r in weekly.savings.releases] == [POD]
+    assert weekly.savings.releases[0] == by_key[POD]
+    assert weekly.savings.summary.startswith("gpufleet released 5 idle GPU-hours this week")
     # priced at the recommendation's own rate per GPU-hour
     rate = rec.savings.money_per_hour / len(rec.gpu_uuids)
     assert by_key[JOB].money == pytest.approx(by_key[JOB].freed_gpu_hours * rate, rel=1e-3)
