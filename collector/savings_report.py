@@ -5,6 +5,8 @@ period's end, by collector/analysis/savings.py's definition, read from the ledge
 Releases are the auto-release engine's ``act`` steps that succeeded (table action_log)
 and "Release now" answers that released (table answers); the GPUs and rates are those of
 the release recommendation (``release_idle:<workload>``) as stored.
+Each "Keep" answered in the period is followed as well: the GPU-hours its GPUs were held
+idle while it ran, and their cost (``kept``).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 import msgspec
 
-from collector.analysis.savings import Release, Saved, savings
+from collector.analysis.savings import Release, Saved, held_idle_seconds, savings
 from collector.ledger.store import Ledger
 from collector.records import HOUR_SECONDS, IdleEpisode
 
@@ -31,6 +33,17 @@ class SavedOut(msgspec.Struct, frozen=True):
     carbon_kg: float
 
 
+class KeptOut(msgspec.Struct, frozen=True):
+    workload_key: str
+    kept_at: float
+    kept_until: float
+    who: str
+    gpus: int
+    #: held idle while kept: what the keep cost
+    idle_gpu_hours_while_kept: float
+    money_while_kept: float
+
+
 class SavingsReport(msgspec.Struct, frozen=True):
     start: float
     end: float
@@ -45,6 +58,8 @@ class SavingsReport(msgspec.Struct, frozen=True):
         "per release at t of GPUs G: GPU-hours from t to the period's end that G were not "
         "held idle by anyone, priced at the release recommendation's rates"
     )
+    #: the "Keep" answers of the period and what they came to
+    kept: list[KeptOut] = msgspec.field(default_factory=list)
 
 
 def releases(ledger: Ledger, start: float, end: float) -> list[Release]:
@@ -58,6 +73,24 @@ def releases(ledger: Ledger, start: float, end: float) -> list[Release]:
             (start, end, start, end),
         ).fetchall()
     )
+    return _with_rates(ledger, rows)
+
+
+def keeps(ledger: Ledger, start: float, end: float) -> list[tuple[Release, float]]:
+    """The "Keep" answers in ``[start, end)`` (``by``: who kept), with when each ends."""
+    rows = ledger.read(
+        lambda c: c.execute(
+            "SELECT workload_key, answered_at, who, kept_until FROM answers "
+            "WHERE outcome = 'kept' AND answered_at >= ? AND answered_at < ? ORDER BY 2",
+            (start, end),
+        ).fetchall()
+    )
+    until = {(key, float(at)): float(u) for key, at, _, u in rows}
+    found = _with_rates(ledger, [(key, at, who) for key, at, who, _ in rows])
+    return [(r, until[(r.workload_key, r.at)]) for r in found]
+
+
+def _with_rates(ledger: Ledger, rows: Sequence[tuple[str, float, str]]) -> list[Release]:
     out = []
     for key, at, by in rows:
         rec = ledger.get_recommendation(f"release_idle:{key}")
@@ -87,18 +120,41 @@ def savings_report(
     workloads: Callable[[str], bool] | None = None,
 ) -> SavingsReport:
     """The releases in ``[start, end)`` (of the ``workloads`` it accepts, else all)."""
-    found = [
-        r for r in releases(ledger, start, end) if workloads is None or workloads(r.workload_key)
-    ]
-    gpus = sorted({g for r in found for g in r.gpu_uuids})
-    episodes: dict[str, list[IdleEpisode]] = {g: [] for g in gpus}
-    if found:
-        first = min(r.at for r in found)
+
+    def wanted(r: Release) -> bool:
+        return workloads is None or workloads(r.workload_key)
+
+    found = [r for r in releases(ledger, start, end) if wanted(r)]
+    kept = [(r, until) for r, until in keeps(ledger, start, end) if wanted(r)]
+    episodes = _episodes(ledger, [*found, *(r for r, _ in kept)], end)
+    report = report_of(savings(found, episodes, end), start, end, currency)
+    return msgspec.structs.replace(report, kept=[kept_out(r, u, episodes, end) for r, u in kept])
+
+
+def _episodes(
+    ledger: Ledger, subjects: Sequence[Release], end: float
+) -> dict[str, list[IdleEpisode]]:
+    episodes: dict[str, list[IdleEpisode]] = {g: [] for r in subjects for g in r.gpu_uuids}
+    if subjects:
+        first = min(r.at for r in subjects)
         for e in ledger.idle_episodes(first, end, include_open=True):
             if e.gpu_uuid in episodes:
                 episodes[e.gpu_uuid].append(e)
-    items = savings(found, episodes, end)
-    return report_of(items, start, end, currency)
+    return episodes
+
+
+def kept_out(
+    r: Release, until: float, episodes: dict[str, list[IdleEpisode]], end: float
+) -> KeptOut:
+    """What a keep came to: the GPU-hours its GPUs were held idle while it ran (to its end
+    or the period's), and what they cost; 0 when the workload went back to work."""
+    stop = min(until, end)
+    idle = sum(held_idle_seconds(episodes.get(g, ()), r.at, stop) for g in r.gpu_uuids)
+    hours = idle / HOUR_SECONDS
+    money = hours * r.money_per_hour / max(1, len(r.gpu_uuids))
+    return KeptOut(
+        r.workload_key, r.at, until, r.by, len(r.gpu_uuids), round(hours, 3), round(money, 2)
+    )
 
 
 def report_of(items: Sequence[Saved], start: float, end: float, currency: str) -> SavingsReport:

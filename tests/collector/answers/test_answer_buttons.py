@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from collector.actions.answer_log import AnswerLog
+from collector.savings_report import savings_report
 from tests.collector.answers.rig import HOUR, JOB, POD, answer_rig
 from tests.collector.notify.fake_services import Received
 
@@ -91,6 +92,8 @@ def test_keep_from_slack_exempts_for_4_h_and_a_stranger_cannot_release(tmp_path:
         assert keeps[0].kept_until == pytest.approx(kept_at + 4 * HOUR)
 
         rig.run_until(rig.start + 5 * HOUR)
+        rig.collector.core.applier.tick(flush=True)
+        saved = savings_report(rig.collector.ledger, rig.start, rig.clock(), "USD")
         entries = rig.collector.alerting.engine.log.entries()  # type: ignore[union-attr]
         answers = AnswerLog(rig.collector.ledger).answers()
 
@@ -109,6 +112,10 @@ def test_keep_from_slack_exempts_for_4_h_and_a_stranger_cannot_release(tmp_path:
     assert warn == ("warn:0.9", "warned") and act == ("act", "acted")
     assert kept_at + 4 * HOUR <= warned_at < kept_at + 4 * HOUR + 300
     assert warned_at + 0.1 * 2 * HOUR <= acted_at < warned_at + 0.1 * 2 * HOUR + 300
+    # what the keep came to: the stuck pod's GPU stayed idle for all of its 4 hours
+    (keep,) = saved.kept
+    assert (keep.workload_key, keep.who, keep.gpus) == (POD, "priya", 1)
+    assert keep.idle_gpu_hours_while_kept == pytest.approx(4.0, rel=0.01)
     # the channels heard the keep, once each
     kept_news = [r for r in rig.feishu.accepted if "Kept for 4 h by priya" in r.body.decode()]
     assert len(kept_news) == 1
