@@ -150,24 +150,37 @@ class AnswerRoutes:
         try:
             claim = read_link(self.secrets.link_secret, token, self.clock())
         except CallbackRefused as err:
-            return HTMLResponse(result_page("Link not accepted", str(err), True), 403)
+            return _html(result_page("Link not accepted", str(err), True), 403)
         if request.method == "GET":
             rec = await run_in_threadpool(self.desk.desk.ledger.get_recommendation, claim.rec_id)
             subject = rec.title if rec is not None else claim.rec_id
             page = confirm_page(claim.action, self._label(claim.action), subject, claim.user, token)
-            return HTMLResponse(page)
+            return _html(page)
         press = "link:" + hashlib.sha256(token.encode()).hexdigest()[:32]
         answer = Answer(press, "link", claim.user, claim.action, claim.rec_id, who=claim.user)
         reply = await run_in_threadpool(self.desk.answer, answer, self.clock())
         heading = "Not done" if reply.refused else "Done"
-        return HTMLResponse(
-            result_page(heading, reply.text, reply.refused),
-            403 if reply.outcome == "refused" else 200,
-        )
+        status = 403 if reply.outcome == "refused" else 200
+        return _html(result_page(heading, reply.text, reply.refused), status)
 
     def _label(self, action: str) -> str:
         hours = self.desk.desk.settings.keep_seconds / 3600.0
         return LABELS["en"].get(action, action).format(hours=hours)
+
+
+#: the page acts on a POST: never framed (clickjacking), no script, the token in its URL
+#: never sent on as a referrer, never cached
+PAGE_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; "
+    "form-action 'self'; frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+
+
+def _html(page: str, status: int = 200) -> HTMLResponse:
+    return HTMLResponse(page, status, headers=PAGE_HEADERS)
 
 
 _TIMEOUT = dict.fromkeys(("connect", "read", "write", "pool"), 10.0)

@@ -141,6 +141,8 @@ def test_signed_links_confirm_on_get_act_on_post_once(tmp_path: Path) -> None:
         page = httpx.get(links["Release now"])
         assert page.status_code == 200 and 'method="post"' in page.text
         assert "emeka" in page.text and log.answers() == []
+        assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
+        assert page.headers["referrer-policy"] == "no-referrer"
         token = parse_qs(urlsplit(links["Release now"]).query)["t"][0]
         forged = token[:-2] + ("AA" if not token.endswith("AA") else "BB")
         assert httpx.post(f"{rig.url}/ui/answer", data={"t": forged}).status_code == 403
