@@ -13,6 +13,8 @@ from pathlib import Path
 from collector.actions.settings import ActionSettings
 from collector.cluster.settings import ClusterSettings
 from collector.influx.settings import InfluxSettings
+from collector.notify.answer_settings import AnswerSettings
+from collector.notify.report_settings import ReportSettings
 from collector.notify.settings import NotificationSettings
 from gpufleet.settings import ConfigError
 
@@ -260,6 +262,10 @@ class CollectorSettings:
     influx: InfluxSettings = field(default_factory=InfluxSettings)
     #: shards and leases of collector replicas sharing a PostgreSQL ledger
     cluster: ClusterSettings = field(default_factory=ClusterSettings)
+    #: buttons that answer back from chat, and their secrets (collector/notify/answer_settings.py)
+    answers: AnswerSettings = field(default_factory=AnswerSettings)
+    #: efficiency reports per user and team, to chat and by email
+    reports: ReportSettings = field(default_factory=ReportSettings)
 
     def __post_init__(self) -> None:
         forget, stale = self.ingest.forget_after_seconds, self.analysis.stale_after_seconds

@@ -23,7 +23,7 @@ from collector.records import (
     WorkloadRef,
 )
 
-Group = Literal["namespace", "team", "model", "node", "account"]
+Group = Literal["namespace", "team", "user", "model", "node", "account"]
 
 _SUMS = ", ".join(f"SUM(h.{c})" for c in USAGE_COLUMNS)
 _TOTALS = ", ".join(f"t.{c}" for c in USAGE_COLUMNS)
@@ -39,6 +39,7 @@ _WORKLOAD_N = 6
 _GROUPS: dict[str, tuple[str, str, str]] = {
     "namespace": ("workload_usage_hourly", "workloads w ON w.key = h.workload_key", "w.namespace"),
     "team": ("workload_usage_hourly", "workloads w ON w.key = h.workload_key", "w.team"),
+    "user": ("workload_usage_hourly", "workloads w ON w.key = h.workload_key", "w.user"),
     "model": ("gpu_usage_hourly", "gpus w ON w.uuid = h.gpu_uuid", "w.model"),
     "node": ("gpu_usage_hourly", "gpus w ON w.uuid = h.gpu_uuid", "w.node"),
     # a Slurm job's namespace is its account (its partition when it has none: workload_ref)

@@ -203,7 +203,21 @@ CREATE VIEW gpu_hours_hourly_by_model AS
   GROUP BY h.hour_start, g.model, g.node;
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, V3, _V4, _V5, _V6, _V7)
+#: answers from chat buttons and signed links (collector/actions/answer_log.py): who answered
+#: what, when, and what came of it; a kept workload's exemption ends at ``kept_until``.
+#: ``id`` is the service's own id for the press, so a replayed one is refused. Plain SQL
+#: that SQLite and PostgreSQL read alike (DOUBLE PRECISION: REAL is 4 bytes in PostgreSQL)
+_V8 = """
+CREATE TABLE answers (
+  id TEXT PRIMARY KEY, answered_at DOUBLE PRECISION NOT NULL, service TEXT NOT NULL,
+  service_user TEXT NOT NULL, who TEXT NOT NULL, action TEXT NOT NULL,
+  recommendation_id TEXT NOT NULL, workload_key TEXT NOT NULL, outcome TEXT NOT NULL,
+  detail TEXT NOT NULL, kept_until DOUBLE PRECISION
+);
+CREATE INDEX answers_by_workload ON answers (workload_key, kept_until);
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, V3, _V4, _V5, _V6, _V7, _V8)
 
 
 def schema_version(conn: sqlite3.Connection) -> int:

@@ -431,6 +431,40 @@ UTILISATION_TARGET = MetricSpec(
 )
 PLANS: tuple[MetricSpec, ...] = (PLAN_COST, PLAN_RESERVED_GPUS, UTILISATION_TARGET)
 
+# what the releases of the last 7 days freed (collector/metrics/savings.py)
+SAVINGS_FREED = MetricSpec(
+    "gpufleet_savings_freed_gpu_seconds",
+    "gauge",
+    "seconds",
+    (),
+    "GPU-seconds the releases of the last 7 days freed: from each release to now, the time "
+    "its GPUs were not held idle by anyone (collector/analysis/savings.py).",
+)
+SAVINGS_MONEY = MetricSpec(
+    "gpufleet_savings_money",
+    "gauge",
+    "",
+    ("currency",),
+    "Money the releases of the last 7 days did not spend: the freed GPU-hours at the "
+    "release recommendations' prices.",
+)
+SAVINGS_ENERGY = MetricSpec(
+    "gpufleet_savings_energy_joules",
+    "gauge",
+    "joules",
+    (),
+    "Idle energy the releases of the last 7 days did not spend (the freed GPU-hours at "
+    "the recommendations' idle power).",
+)
+SAVINGS_RELEASES = MetricSpec(
+    "gpufleet_savings_releases",
+    "gauge",
+    "",
+    ("by",),
+    "Releases in the last 7 days: by auto-release (auto) or from chat (chat).",
+)
+SAVINGS: tuple[MetricSpec, ...] = (SAVINGS_FREED, SAVINGS_MONEY, SAVINGS_ENERGY, SAVINGS_RELEASES)
+
 CATALOGUE: tuple[MetricSpec, ...] = (
     FLEET_GPUS,
     FLEET_UTILISATION,
@@ -468,4 +502,5 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     *AUTH,
     *ADMISSION,
     *PLANS,
+    *SAVINGS,
 )

@@ -35,7 +35,8 @@ from collector.web.fleet_api import FleetApi, GpuUsageSource, PriceSource
 from collector.web.series import SeriesBuffer, SeriesPoint
 
 PAGES = {"": "fleet", "idle": "idle", "recommendations": "recommendations",
-         "workload": "workload", "energy": "energy", "plans": "plans"}  # fmt: skip
+         "workload": "workload", "energy": "energy", "plans": "plans",
+         "savings": "savings"}  # fmt: skip
 STATIC_TYPES = {".css": "text/css", ".js": "text/javascript", ".svg": "image/svg+xml"}
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'",

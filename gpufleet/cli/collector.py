@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,17 +25,21 @@ from collector.analysis.cost import PriceBook
 from collector.config import CollectorSettings
 from collector.http.app import create_app
 from collector.http.auth import Gate, Token, load_tokens
+from collector.http.savings import savings_routes
 from collector.http.views import ViewCache
 from collector.influx.hooks import InfluxObserver, InfluxSinkMetrics, build_influx_sink
 from collector.ledger.store import Ledger
 from collector.metrics.cache import Exposition, Refresh
 from collector.metrics.exporter import RatesExporter
+from collector.metrics.savings import SavingsExporter
 from collector.reports import LiveRates
+from collector.savings_report import savings_report
 from collector.service import CollectorCore
 from collector.web import ConsoleSources, SeriesBuffer, console_routes
 from collector.web.plans_routes import plans_exporter, plans_routes
 from gpufleet.cli.alerting import Alerting, build_alerting
 from gpufleet.cli.listen import check_free
+from gpufleet.cli.report_mail import ReportMailer
 from gpufleet.cli.schedule import PeriodicJobs
 from gpufleet.settings import load_settings
 
@@ -48,6 +53,8 @@ log = logging.getLogger("gpufleet.collector")
 #: touches, not the samples: bench/collector_throughput.py)
 CHECK_EVERY_SECONDS = 5.0
 PRUNE_EVERY_SECONDS = 6 * 3600.0
+#: how often the efficiency reports look whether a period ended
+REPORTS_EVERY_SECONDS = 60.0
 #: how young a cached read view (/v1/fleet, the console's) is served though the fleet
 #: changed since: a fleet at 1 Hz changes with every batch (collector/http/views.py); 5 s,
 #: a third of the console's and a typical poller's 15 s, so each of them sees fresh data
@@ -93,6 +100,8 @@ class Collector:
     clock: Callable[[], float] = time.time
     #: /metrics' body, rendered again when applying or a commit changed what it shows
     exposition: Exposition | None = None
+    #: efficiency reports per user and team (settings.reports; report_mail.py)
+    reports: ReportMailer | None = None
 
     def start_jobs(
         self,
@@ -109,6 +118,8 @@ class Collector:
         ]
         if self.alerting is not None:
             jobs.append((self.alert, check_every_seconds, "alerting"))
+        if self.reports is not None:
+            jobs.append((self.reports.tick, REPORTS_EVERY_SECONDS, "reports"))
         for func, seconds, name in jobs:
             self.scheduler.add(name, func, seconds)
         self.scheduler.start()
@@ -172,7 +183,7 @@ def build_collector(
     if series_charts:
         core.observers.attach(series)
     console = ConsoleSources(core.service, ledger, prices, rates.currency, series)
-    alerting = build_alerting(settings, ledger, clock, gate)
+    alerting = build_alerting(settings, ledger, clock, gate, fleet=core.service.fleet)
     views = ViewCache(clock, refresh_seconds=VIEW_REFRESH_SECONDS)  # the API's and console's
     exposition = Exposition(clock, settings.ingest.apply_interval_seconds)
     # the fleet views the app's FleetExporter reads too (create_app): one call per render
@@ -187,11 +198,13 @@ def build_collector(
         extra_routes=[
             *console_routes(console, settings, gate, clock, views),
             *plans_routes(ledger, prices, settings, gate, clock),
+            *savings_routes(ledger, settings, rates.currency, gate, clock),
             *(alerting.routes if alerting is not None else []),
         ],
         collectors=[
             RatesExporter(live_rates, clock),
             plans_exporter(ledger, prices, settings, clock),
+            SavingsExporter(partial(savings_report, ledger, currency=rates.currency), clock),
             *([InfluxSinkMetrics(influx)] if influx is not None else []),
             *([alerting.exporter] if alerting is not None and alerting.exporter else []),
         ],
@@ -201,7 +214,13 @@ def build_collector(
     if influx is not None:
         influx.start()
     scheduler = PeriodicJobs()
-    return Collector(settings, ledger, core, app, scheduler, influx, alerting, clock, exposition)
+    reports = None
+    if settings.reports.users or settings.reports.teams:
+        announce = alerting.notifier.announce if alerting and alerting.notifier else None
+        reports = ReportMailer(settings, ledger, rates.currency, announce, clock)
+    return Collector(
+        settings, ledger, core, app, scheduler, influx, alerting, clock, exposition, reports
+    )
 
 
 def _open_ledger(settings: CollectorSettings, currency: str) -> tuple[Ledger, InfluxSink | None]:

@@ -56,6 +56,18 @@ class SimulatedGpu:
         self._cursor = (0, 0.0)
         self._lock = threading.Lock()
 
+    def reschedule(self, jobs: tuple[SimJob, ...], since: float) -> None:
+        """The board's jobs from ``since`` on (a release ends one, a scheduler places
+        another): ``since`` must not be before the newest time read, whose energy is
+        already integrated with the old schedule."""
+        with self._lock:
+            if self.segment_at(since) < self._cursor[0]:
+                raise ValueError(f"reschedule at {since}: before the newest time read")
+            self.jobs = jobs
+            for i, job in enumerate(jobs):
+                pid = 1000 + int(unit(self.key ^ (i + 97), 8) * 3_000_000)
+                self._pids.setdefault(job.workload.key, pid)
+
     # -- the segment grid -------------------------------------------------------------
 
     def segment_at(self, time_unix: float) -> int:

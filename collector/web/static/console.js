@@ -8,10 +8,11 @@ import * as energy from "./page_energy.js";
 import * as fleet from "./page_fleet.js";
 import * as idle from "./page_idle.js";
 import * as plans from "./page_plans.js";
+import * as savings from "./page_savings.js";
 import * as recommendations from "./page_recommendations.js";
 import * as workload from "./page_workload.js";
 
-const PAGES = { fleet, idle, recommendations, workload, energy, plans };
+const PAGES = { fleet, idle, recommendations, workload, energy, plans, savings };
 const REFRESH_MS = 15000;
 const body = document.body;
 const main = document.getElementById("main");

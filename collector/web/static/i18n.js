@@ -92,6 +92,12 @@ const STRINGS = {
     "plans.util.closes": "{title}: utilisation to {after}",
     "plans.util.nothing": "No open recommendation frees GPUs.",
     "plans.util.after_all": "All of them: utilisation to {after}.",
+    "nav.savings": "Savings", "savings.title": "Savings: what the releases of the last 7 days freed",
+    "savings.workload": "Workload", "savings.released_at": "Released", "savings.by": "By",
+    "savings.by.auto": "auto-release", "savings.by.chat": "from chat", "savings.gpus": "GPUs",
+    "savings.freed": "GPU-hours freed", "savings.money": "Not spent", "savings.energy": "Energy not spent (kWh)",
+    "savings.none": "No release in the last 7 days.",
+    "savings.rule": "Per release: the GPU-hours from the release to now that its GPUs were not held idle by anyone, at the recommendation's prices.",
   },
   zh: {
     "nav.fleet": "集群", "nav.idle": "空闲 GPU", "nav.recommendations": "优化建议",
@@ -180,6 +186,12 @@ const STRINGS = {
     "plans.util.closes": "{title}：利用率升至 {after}",
     "plans.util.nothing": "没有可释放 GPU 的待处理建议。",
     "plans.util.after_all": "全部执行：利用率升至 {after}。",
+    "nav.savings": "节省", "savings.title": "节省：最近 7 天的释放腾出了什么",
+    "savings.workload": "工作负载", "savings.released_at": "释放时间", "savings.by": "方式",
+    "savings.by.auto": "自动释放", "savings.by.chat": "聊天中操作", "savings.gpus": "GPU 数",
+    "savings.freed": "腾出的 GPU 小时", "savings.money": "未花费", "savings.energy": "未消耗的电量（kWh）",
+    "savings.none": "最近 7 天没有释放。",
+    "savings.rule": "每次释放：从释放到现在，这些 GPU 未被任何人空闲占用的 GPU 小时，按建议中的价格计。",
   },
 };
 
