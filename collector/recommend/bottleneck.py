@@ -2,7 +2,8 @@
 
 Each carries the workload's verdicts (collector/analysis/bottleneck.py), their evidence and
 the money each accounts for; the saving is the workload's unused share (price x GPUs x
-(1 - used share)), which the verdicts add up to and never pass. Its hysteresis is the other
+(1 - used share)) the verdicts account for, which they never pass (the rest, if any,
+is the evidence's ``unattributed_per_hour``). Its hysteresis is the other
 kinds': ``lifecycle.reconcile`` resolves it only once no longer desired for
 ``resolve_after_seconds``.
 """
@@ -50,6 +51,8 @@ def _recommendation(d: Diagnosis, ctx: RuleContext) -> Recommendation:
         "used_share": d.used_share,
         "price_per_hour": d.price_per_hour,
         "unused_per_hour": d.unused_per_hour,
+        #: what no verdict explains: the verdicts and this add up to the unused share
+        "unattributed_per_hour": d.unattributed_per_hour,
         "causes": [v.cause.value for v in d.verdicts],
         "verdicts": [
             {
