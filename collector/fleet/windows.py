@@ -45,6 +45,7 @@ class _Minute:
         "n",
         "nv",
         "nv_n",
+        "remap",
         "rx",
         "rx_max",
         "rx_n",
@@ -61,6 +62,7 @@ class _Minute:
     def __init__(self) -> None:
         self.n = self.lost = self.sm_n = self.dram_n = self.tensor_n = 0
         self.busy = self.throttled = self.clock_n = self.rx_n = self.nv_n = self.xid = 0
+        self.remap = 0
         self.sm = self.sm2 = self.dram = self.tensor = self.used = 0.0
         self.clock = self.rx = self.rx_max = self.nv = 0.0
         self.ecc_low: int | None = None
@@ -89,6 +91,8 @@ class _Minute:
         if sm >= _BUSY_SM:
             self._busy(s, ratio)
         self._links(s)
+        if s.remapped_rows_pending:
+            self.remap += 1
         if (ecc := s.ecc_uncorrected_total) is not None:
             self.ecc_low = ecc if self.ecc_low is None else min(self.ecc_low, ecc)
             self.ecc_high = ecc if self.ecc_high is None else max(self.ecc_high, ecc)
@@ -273,6 +277,7 @@ def _gpu(uuid: str, track: _Track) -> GpuWindow:
         throttled_share=sum(m.throttled for m in ms) / busy if busy else 0.0,
         clock_ratio=_ratio(sum(m.clock for m in ms), sum(m.clock_n for m in ms)),
         fault_xid_samples=sum(m.xid for m in ms),
+        remap_pending_samples=sum(m.remap for m in ms),
         ecc_uncorrected_increase=(
             max(h for _, h in ecc if h is not None) - min(lo for lo, _ in ecc if lo is not None)
             if ecc

@@ -26,14 +26,15 @@ def bottlenecks(
     rules = policy or BottleneckPolicy()
     out = []
     for window in windows:
-        prices = {g.uuid: _price(g, ctx) for g in window.gpus}
+        prices = {g.uuid: window_price(g, ctx) for g in window.gpus}
         diagnosis = diagnose(window, prices, rules)
         if diagnosis is not None:
             out.append(_recommendation(diagnosis, ctx))
     return out
 
 
-def _price(gpu: GpuWindow, ctx: RuleContext) -> float:
+def window_price(gpu: GpuWindow, ctx: RuleContext) -> float:
+    """A window GPU's hourly price at the plan its node pays now (0 when not in the book)."""
     entry = ctx.prices.model_price(gpu.model, gpu.node)
     return entry.per_gpu_hour(entry.current_plan) if entry is not None else 0.0
 

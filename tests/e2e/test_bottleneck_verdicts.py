@@ -17,6 +17,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from agent.sources.simulated.pathology import falls_off_bus, gpu_signals
 from agent.sources.simulated.source import SimJob, SimulatedFleet, build_pathology_fleet
@@ -160,3 +161,80 @@ def test_a_straggler_costs_its_jobs_lost_time_against_truth(
         assert verdict["lost_share"] == pytest.approx(gap, abs=0.02)
         assert verdict["money_per_hour"] == pytest.approx(price * gap, abs=0.02 * price)
         assert verdict["money_per_hour"] < evidence["unused_per_hour"]
+
+
+def test_broken_gpus_money_per_node_and_workload_against_truth(
+    rig: FleetRig, verdicts: dict[str, dict[str, object]]
+) -> None:
+    """The broken_gpus recommendations price exactly the GPUs the simulator breaks: every
+    GPU of a faulted job (off the bus or logging XIDs) and of a throttled job, and a
+    straggler's throttled GPU, each at its whole price over the window (broken throughout)."""
+    with httpx.Client(base_url=rig.url, timeout=10, headers=AUTH) as client:
+        answer = client.get("/v1/recommendations", params={"kind": "broken_gpus"})
+    answer.raise_for_status()
+    body = answer.json()
+    items = body["recommendations"] if isinstance(body, dict) else body
+    by_node = {r["subject"]: r["evidence"] for r in items}
+    broken_kinds = {ActivityKind.FAULTED, ActivityKind.THROTTLED, ActivityKind.STRAGGLER}
+    expected: dict[str, dict[str, float]] = {}
+    for job in rig.fleet.jobs:
+        if job.kind not in broken_kinds:
+            continue
+        evidence = verdicts[job.workload.key]["evidence"]
+        assert isinstance(evidence, dict)
+        per_gpu = evidence["price_per_hour"] / len(gpus_of(rig.fleet, job))
+        broken = 1 if job.kind is ActivityKind.STRAGGLER else len(gpus_of(rig.fleet, job))
+        expected.setdefault(job.node, {})[job.workload.key] = broken * per_gpu
+    assert len(expected) >= 2
+    assert set(by_node) == set(expected)
+    for node, money in expected.items():
+        found = by_node[node]["broken_by_workload"]
+        assert found == pytest.approx(money, rel=0.02), node
+        conditions = set(by_node[node]["broken_by_condition"])
+        assert conditions <= {"off_bus", "xid", "throttled"}, node
+        off_bus = {
+            u
+            for j in rig.fleet.jobs
+            if j.node == node and falls_off_bus(j)
+            for u in gpus_of(rig.fleet, j)
+        }
+        assert set(by_node[node]["lost_gpus"]) == off_bus, node
+        if off_bus:  # the node is short of GPUs by the ones off its bus
+            short = by_node[node]["expected_gpus"] - by_node[node]["working_gpus"]
+            assert short == len(off_bus), node
+
+
+def test_metrics_carry_the_recommendations_figures(
+    rig: FleetRig, verdicts: dict[str, dict[str, object]]
+) -> None:
+    """The collector's /metrics shows each verdict's money by workload and cause, and the
+    money on broken GPUs by node, workload and condition: the /v1/recommendations figures."""
+    with httpx.Client(base_url=rig.url, timeout=10, headers=AUTH) as client:
+        text = client.get("/metrics").text
+        broken = client.get("/v1/recommendations", params={"kind": "broken_gpus"}).json()
+    series: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            series.setdefault(s.name, {})[tuple(sorted(s.labels.items()))] = s.value
+    causes = series["gpufleet_workload_bottleneck_unused_cost_per_hour"]
+    expected = {}
+    for key, rec in verdicts.items():
+        evidence = rec["evidence"]
+        assert isinstance(evidence, dict)
+        for v in evidence["verdicts"]:
+            expected[(key, v["cause"])] = v["money_per_hour"]
+    found = {(dict(k)["workload"], dict(k)["cause"]): v for k, v in causes.items()}
+    assert found == pytest.approx(expected)
+    faults = series["gpufleet_gpu_fault_cost_per_hour"]
+    by_node: dict[str, float] = {}
+    for labels, value in faults.items():
+        by_node[dict(labels)["node"]] = by_node.get(dict(labels)["node"], 0.0) + value
+    items = broken["recommendations"] if isinstance(broken, dict) else broken
+    assert by_node == pytest.approx({r["subject"]: r["evidence"]["broken_per_hour"] for r in items})
+    missing = {dict(k)["node"]: v for k, v in series["gpufleet_node_gpus_missing"].items()}
+    assert missing == {
+        r["subject"]: r["evidence"]["expected_gpus"] - r["evidence"]["working_gpus"]
+        for r in items
+        if "expected_gpus" in r["evidence"]
+    }
+    assert missing and all(v > 0 for v in missing.values())
