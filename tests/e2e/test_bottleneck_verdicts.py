@@ -11,8 +11,11 @@ true activity and clocks; a straggler's money is its job's lost time against tru
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import httpx
@@ -238,3 +241,40 @@ def test_metrics_carry_the_recommendations_figures(
         if "expected_gpus" in r["evidence"]
     }
     assert missing and all(v > 0 for v in missing.values())
+
+
+def test_report_bottlenecks_gives_the_api_figures(
+    rig: FleetRig, verdicts: dict[str, dict[str, object]]
+) -> None:
+    """`gpufleet report --bottlenecks` over the collector's ledger: a row per verdict and
+    per broken condition with the money /v1/recommendations shows, most money first."""
+    out = subprocess.run(
+        [sys.executable, "-m", "gpufleet", "report", "--bottlenecks", "--format", "json",
+         "--db", rig.settings.ledger.url],
+        capture_output=True, text=True, check=True, timeout=60,
+    )  # fmt: skip
+    rows = json.loads(out.stdout)["rows"]
+    found = {(r["subject"], r["cause"]): r["money_per_hour"] for r in rows}
+    expected: dict[tuple[str, str], float] = {}
+    for key, rec in verdicts.items():
+        evidence = rec["evidence"]
+        assert isinstance(evidence, dict)
+        for v in evidence["verdicts"]:
+            expected[(key, v["cause"])] = v["money_per_hour"]
+    with httpx.Client(base_url=rig.url, timeout=10, headers=AUTH) as client:
+        broken = client.get("/v1/recommendations", params={"kind": "broken_gpus"}).json()
+    for rec in broken["recommendations"] if isinstance(broken, dict) else broken:
+        for item in rec["evidence"]["broken"]:
+            cell = (rec["subject"], item["condition"])
+            expected[cell] = expected.get(cell, 0.0) + item["money_per_hour"]
+    assert found == pytest.approx(expected)
+    money = [r["money_per_hour"] for r in rows]
+    assert money == sorted(money, reverse=True)
+    sentences = {r["sentence"] for r in rows if r["kind"] == "bottleneck"}
+    assert all(s.split(": ", 1)[1].startswith("This job uses ~") for s in sentences)
+    table = subprocess.run(
+        [sys.executable, "-m", "gpufleet", "report", "--bottlenecks",
+         "--db", rig.settings.ledger.url],
+        capture_output=True, text=True, check=True, timeout=60,
+    )  # fmt: skip
+    assert "Why it wastes" in table.stdout
