@@ -170,6 +170,9 @@ class AnalysisSettings:
     utilisation_target: float = 0.7
     #: bottleneck verdicts (issue 24) judge each workload over this much recent history
     bottleneck_window_seconds: float = 1800.0
+    #: GPUs every node should have (0: unset; then the most a node reported); a node's
+    #: ``expected_gpus`` label overrides it. Fewer working: a broken_gpus recommendation
+    expected_gpus_per_node: int = 0
 
     def __post_init__(self) -> None:
         if not 0 <= self.idle_threshold < 1:
@@ -198,6 +201,11 @@ class AnalysisSettings:
         if self.idle_window_seconds <= 0:
             raise ConfigError(
                 f"analysis.idle_window_seconds: must be > 0, got {self.idle_window_seconds}"
+            )
+        if not 0 <= self.expected_gpus_per_node <= 1024:
+            raise ConfigError(
+                "analysis.expected_gpus_per_node: must be a count from 0 (unset) to 1024, "
+                f"got {self.expected_gpus_per_node}"
             )
         if not 60.0 <= self.bottleneck_window_seconds <= 24 * 3600.0:
             raise ConfigError(

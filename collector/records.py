@@ -158,6 +158,8 @@ class RecommendationKind(enum.StrEnum):
     #: a busy-looking workload held back (input-, CPU-, communication-, memory-bound,
     #: throttled, no tensor cores, a straggler, a faulted GPU): issue 24
     BOTTLENECK = "bottleneck"
+    #: a node with GPUs missing, lost or held while broken (XID, ECC, throttled): issue 24
+    BROKEN_GPUS = "broken_gpus"
 
 
 class RecommendationStatus(enum.StrEnum):

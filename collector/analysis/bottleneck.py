@@ -5,9 +5,12 @@ its GPUs' hourly prices, it names the likely bottlenecks (input-bound, host-CPU-
 communication-bound, memory-bandwidth-bound, throttled, no tensor-core use, a straggler, a
 faulted GPU) with their evidence, and prices them. The money is the workload's unused
 share, price x (1 - used share) summed over its GPUs, split among the verdicts: a faulted
-GPU's verdict takes that GPU's unused money, the others share the rest equally, so the
-verdicts never add up to more than the workload leaves unused (and to exactly that when a
-cause other than a fault is found).
+GPU's verdict takes that GPU's unused money; a straggler takes the job's lost time (its
+``lost_share`` of the price of every working GPU of the job: in a synchronous job the peers
+wait for the slowest); the others share the rest equally. The verdicts never add up to
+more than the workload leaves unused; what no verdict explains (a straggler's job whose
+GPUs also idle for reasons of their own) is ``Diagnosis.unattributed_per_hour``, so the
+verdicts and it add up to exactly the unused share.
 """
 
 from __future__ import annotations
@@ -39,6 +42,11 @@ class Diagnosis:
     def gpu_count(self) -> int:
         return len(self.window.gpus)
 
+    @property
+    def unattributed_per_hour(self) -> float:
+        """The unused money no verdict accounts for (never negative)."""
+        return max(0.0, self.unused_per_hour - sum(v.money_per_hour for v in self.verdicts))
+
 
 def diagnose(
     window: WorkloadWindow, prices: Mapping[str, float], policy: BottleneckPolicy
@@ -65,7 +73,7 @@ def diagnose(
         used_share=used,
         price_per_hour=sum(prices.get(g.uuid, 0.0) for g in gpus),
         unused_per_hour=sum(unused.values()),
-        verdicts=_priced(found, unused),
+        verdicts=_priced(found, unused, {g.uuid: prices.get(g.uuid, 0.0) for g in working}),
         note=_right_size_note(len(gpus), used),
     )
 
@@ -185,22 +193,26 @@ def _cpu_reason(host: HostWindow) -> str:
     return f"host CPU at {share:.0%} of its {host.cpu_limit_cores:g}-core limit"
 
 
-def _priced(found: Sequence[Verdict], unused: Mapping[str, float]) -> tuple[Verdict, ...]:
-    """Split the unused money: a fault takes its GPUs', the rest share what is left."""
-    total = sum(unused.values())
-    faults = [v for v in found if v.cause is Cause.GPU_FAULT]
-    fault_money = sum(unused[u] for v in faults for u in v.gpu_uuids)
-    others = [v for v in found if v.cause is not Cause.GPU_FAULT]
-    each = (total - fault_money) / len(others) if others else 0.0
-    return tuple(
-        dataclasses.replace(
-            v,
-            money_per_hour=sum(unused[u] for u in v.gpu_uuids)
-            if v.cause is Cause.GPU_FAULT
-            else each,
-        )
-        for v in found
-    )
+def _priced(
+    found: Sequence[Verdict], unused: Mapping[str, float], working: Mapping[str, float]
+) -> tuple[Verdict, ...]:
+    """Split the unused money: a fault takes its GPUs', a straggler the job's lost time
+    (``working``: the hourly price of each GPU not faulted), the rest share what is left."""
+    left = sum(unused.values())
+    money: dict[int, float] = {}
+    for i, v in enumerate(found):
+        if v.cause is Cause.GPU_FAULT:
+            money[i] = sum(unused[u] for u in v.gpu_uuids)
+        elif v.cause is Cause.STRAGGLER:
+            share = v.evidence.get("lost_share", 0.0)
+            money[i] = sum(working.values()) * (share if isinstance(share, float) else 0.0)
+        else:
+            continue
+        money[i] = min(money[i], left)
+        left -= money[i]
+    others = [i for i in range(len(found)) if i not in money]
+    money.update({i: left / len(others) for i in others})
+    return tuple(dataclasses.replace(v, money_per_hour=money[i]) for i, v in enumerate(found))
 
 
 def _right_size_note(gpu_count: int, used_share: float) -> str:

@@ -3,7 +3,10 @@
 A faulted GPU is lost (fallen off the bus, NVML answering GPU_IS_LOST), logs hardware XIDs
 or gains uncorrected ECC errors while held: its holder pays for a GPU that cannot work. A
 straggler is the GPU of a multi-GPU job that stays behind (lower activity, throttled alone,
-or faulting alone) while its peers wait for it at every step: the job runs at its pace.
+or faulting alone) while its peers wait for it at every step: the job runs at its pace, so
+what it costs is the job's lost time, ``lost_share`` (the gap between its SM activity and
+its peers': the share of the window one side of the synchronous job waits for the other)
+of every GPU the job holds.
 """
 
 from __future__ import annotations
@@ -75,11 +78,20 @@ def _evidence(gpu: GpuWindow, peer_sm: float) -> dict[str, object]:
         "node": gpu.node,
         "sm_activity": gpu.sm_mean,
         "peers_sm_activity": peer_sm,
+        #: the job's lost time: the share of the window one side waits for the other
+        "lost_share": lost_share(gpu, peer_sm),
         "clock_ratio": gpu.clock_ratio,
         "throttled_share": gpu.throttled_share,
-        #: the job's lost time: its peers wait this share of the time
+        #: its peers wait (SM idle) this share of the time
         "peers_waiting_share": 1.0 - peer_sm,
     }
+
+
+def lost_share(gpu: GpuWindow, peer_sm: float) -> float:
+    """The straggler's SM activity against its peers' median, as a share of the window: a
+    straggler busy 95 % at a throttled clock keeps peers at 50 % waiting 45 % of the time;
+    one starved at 30 % against peers at 60 % holds each step back by the same 30 %."""
+    return abs((gpu.sm_mean or 0.0) - peer_sm)
 
 
 def _throttles_alone(

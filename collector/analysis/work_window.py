@@ -45,6 +45,8 @@ class GpuWindow:
     fault_xid_samples: int
     #: growth of the uncorrected ECC counter over the window
     ecc_uncorrected_increase: int
+    #: samples with row remaps pending (an uncorrectable error waiting for a GPU reset)
+    remap_pending_samples: int = 0
 
     @property
     def lost_share(self) -> float:

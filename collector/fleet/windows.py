@@ -45,6 +45,7 @@ class _Minute:
         "n",
         "nv",
         "nv_n",
+        "remap",
         "rx",
         "rx_max",
         "rx_n",
@@ -61,6 +62,7 @@ class _Minute:
     def __init__(self) -> None:
         self.n = self.lost = self.sm_n = self.dram_n = self.tensor_n = 0
         self.busy = self.throttled = self.clock_n = self.rx_n = self.nv_n = self.xid = 0
+        self.remap = 0
         self.sm = self.sm2 = self.dram = self.tensor = self.used = 0.0
         self.clock = self.rx = self.rx_max = self.nv = 0.0
         self.ecc_low: int | None = None
@@ -71,35 +73,45 @@ class _Minute:
         if s.xid_errors and not HARDWARE_XIDS.isdisjoint(s.xid_errors):
             self.xid += 1
         sm = s.sm_activity
-        if not s.healthy or sm is None:
+        if sm is None or not s.healthy:
             self.lost += 1
             return
         self.sm_n += 1
         self.sm += sm
         self.sm2 += sm * sm
-        if s.dram_activity is not None:
+        if (dram := s.dram_activity) is not None:
             self.dram_n += 1
-            self.dram += s.dram_activity
-        if s.tensor_activity is not None:
+            self.dram += dram
+        if (tensor := s.tensor_activity) is not None:
             self.tensor_n += 1
-            self.tensor += s.tensor_activity
+            self.tensor += tensor
         clock, default = s.sm_clock_hertz, s.sm_clock_default_hertz
-        ratio = min(1.0, clock / default) if clock and default else None
-        self.used += sm * (1.0 if ratio is None else ratio)
+        if clock and default:
+            ratio = clock / default if clock < default else 1.0
+            self.used += sm * ratio
+            if sm >= _BUSY_SM:
+                self.clock_n += 1
+                self.clock += ratio
+        else:
+            self.used += sm
         if sm >= _BUSY_SM:
-            self._busy(s, ratio)
-        self._links(s)
+            self.busy += 1
+            if (reasons := s.throttle_reasons) and reasons & THROTTLE_MASK:
+                self.throttled += 1
+        if (
+            s.pcie_rx_bytes_per_second is not None
+            or s.nvlink_tx_bytes_per_second is not None
+            or s.nvlink_rx_bytes_per_second is not None
+        ):
+            self._links(s)
+        if s.remapped_rows_pending:
+            self.remap += 1
         if (ecc := s.ecc_uncorrected_total) is not None:
-            self.ecc_low = ecc if self.ecc_low is None else min(self.ecc_low, ecc)
-            self.ecc_high = ecc if self.ecc_high is None else max(self.ecc_high, ecc)
+            self._ecc(ecc)
 
-    def _busy(self, s: GpuSample, ratio: float | None) -> None:
-        self.busy += 1
-        if s.throttle_reasons and s.throttle_reasons & THROTTLE_MASK:
-            self.throttled += 1
-        if ratio is not None:
-            self.clock_n += 1
-            self.clock += ratio
+    def _ecc(self, ecc: int) -> None:
+        self.ecc_low = ecc if self.ecc_low is None else min(self.ecc_low, ecc)
+        self.ecc_high = ecc if self.ecc_high is None else max(self.ecc_high, ecc)
 
     def _links(self, s: GpuSample) -> None:
         rx, gen, width = s.pcie_rx_bytes_per_second, s.pcie_link_generation_max, s.pcie_link_width
@@ -160,17 +172,30 @@ class WorkloadWindows:
         self.dropped = 0
 
     def observe(self, node: str, model: str, samples: Iterable[GpuSample]) -> None:
-        """Fold one GPU's samples (of ``model`` on ``node``) into its holders' minutes."""
+        """Fold one GPU's samples (of ``model`` on ``node``) into its holders' minutes.
+
+        A GPU's consecutive samples mostly have the same holders: their tracks are looked
+        up once per change of holders, not once per sample (bench/collector_instructions)."""
+        holders: tuple[Workload, ...] | None = None
+        tracks: list[_Track] = []
         for sample in samples:
-            minute = math.floor(sample.timestamp / MINUTE_SECONDS)
-            for holder in sample.workloads:
-                track = self._track(holder.key, sample.gpu_uuid, node, model, holder)
-                if track is None:
-                    continue
+            if sample.workloads != holders:
+                holders = sample.workloads
+                tracks = self._tracks_of(holders, sample.gpu_uuid, node, model)
+            if not tracks:
+                continue
+            minute = int(sample.timestamp // MINUTE_SECONDS)
+            for track in tracks:
                 acc = track.minutes.get(minute)
                 if acc is None:
                     acc = track.minutes[minute] = _Minute()
                 acc.add(sample)
+
+    def _tracks_of(
+        self, holders: Sequence[Workload], uuid: str, node: str, model: str
+    ) -> list[_Track]:
+        found = (self._track(h.key, uuid, node, model, h) for h in holders)
+        return [track for track in found if track is not None]
 
     def observe_hosts(self, hosts: Iterable[WorkloadHostSample]) -> None:
         for host in hosts:
@@ -273,6 +298,7 @@ def _gpu(uuid: str, track: _Track) -> GpuWindow:
         throttled_share=sum(m.throttled for m in ms) / busy if busy else 0.0,
         clock_ratio=_ratio(sum(m.clock for m in ms), sum(m.clock_n for m in ms)),
         fault_xid_samples=sum(m.xid for m in ms),
+        remap_pending_samples=sum(m.remap for m in ms),
         ecc_uncorrected_increase=(
             max(h for _, h in ecc if h is not None) - min(lo for lo, _ in ecc if lo is not None)
             if ecc

@@ -2,7 +2,8 @@
 
 Each carries the workload's verdicts (collector/analysis/bottleneck.py), their evidence and
 the money each accounts for; the saving is the workload's unused share (price x GPUs x
-(1 - used share)), which the verdicts add up to and never pass. Its hysteresis is the other
+(1 - used share)) the verdicts account for, which they never pass (the rest, if any,
+is the evidence's ``unattributed_per_hour``). Its hysteresis is the other
 kinds': ``lifecycle.reconcile`` resolves it only once no longer desired for
 ``resolve_after_seconds``.
 """
@@ -25,14 +26,15 @@ def bottlenecks(
     rules = policy or BottleneckPolicy()
     out = []
     for window in windows:
-        prices = {g.uuid: _price(g, ctx) for g in window.gpus}
+        prices = {g.uuid: window_price(g, ctx) for g in window.gpus}
         diagnosis = diagnose(window, prices, rules)
         if diagnosis is not None:
             out.append(_recommendation(diagnosis, ctx))
     return out
 
 
-def _price(gpu: GpuWindow, ctx: RuleContext) -> float:
+def window_price(gpu: GpuWindow, ctx: RuleContext) -> float:
+    """A window GPU's hourly price at the plan its node pays now (0 when not in the book)."""
     entry = ctx.prices.model_price(gpu.model, gpu.node)
     return entry.per_gpu_hour(entry.current_plan) if entry is not None else 0.0
 
@@ -50,6 +52,8 @@ def _recommendation(d: Diagnosis, ctx: RuleContext) -> Recommendation:
         "used_share": d.used_share,
         "price_per_hour": d.price_per_hour,
         "unused_per_hour": d.unused_per_hour,
+        #: what no verdict explains: the verdicts and this add up to the unused share
+        "unattributed_per_hour": d.unattributed_per_hour,
         "causes": [v.cause.value for v in d.verdicts],
         "verdicts": [
             {

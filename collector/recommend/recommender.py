@@ -55,18 +55,20 @@ class Recommender:
         analysis, ledger = self.analysis, self.ledger
         models, hours = self._pricing_usage(now)
         stored = ledger.recommendations(None)
+        labels = self.fleet.node_labels()
         desired = evaluate(
             self.fleet.views(now),
             ledger.workload_profiles(now),
             models,
             self.rates.prices,
-            self.rates.carbon_context(self.fleet.node_labels(), now),
+            self.rates.carbon_context(labels, now),
             analysis,
             now,
             self.policy,
             hours=hours,
             standing=stored,
             windows=self.fleet.workload_windows(now),
+            node_labels=labels,
         )
         changed = reconcile(stored, desired, now, analysis.resolve_after_seconds)
         if changed:

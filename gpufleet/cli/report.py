@@ -31,9 +31,10 @@ from collector.http.query import QueryError, parse_instant
 from collector.ledger.store import Ledger
 from collector.notify.report_mail import compose
 from collector.plans_report import plans_report
-from collector.records import Usage
+from collector.records import OPEN_STATUSES, Usage
 from collector.savings_report import savings_report
 from collector.usage_report import PERIOD_RULE, GroupReport, group_report, ledger_period
+from gpufleet.cli.report_bottlenecks import emit_bottlenecks
 from gpufleet.cli.report_plans import emit_plans
 from gpufleet.cli.report_savings import emit_savings
 from gpufleet.settings import ConfigError, load_settings
@@ -85,6 +86,12 @@ def add_parser(commands: Any) -> None:
     )
     p.add_argument("--user", help="with --email-preview: a user of the directory")
     p.add_argument("--team", help="with --email-preview: a team")
+    p.add_argument(
+        "--bottlenecks",
+        action="store_true",
+        help="why it wastes: each open bottleneck verdict (workload, cause, money per hour, "
+        "the sentence) and each node's money on broken GPUs, instead of usage by group",
+    )
     p.set_defaults(run=run)
 
 
@@ -147,6 +154,9 @@ def run(args: argparse.Namespace) -> int:
     end = parse_end(args.end, now)
     period = ledger_period(end - parse_period(args.period), end, now)
     with Ledger.open(url) as ledger:
+        if args.bottlenecks:
+            emit_bottlenecks(ledger.recommendations(OPEN_STATUSES), args.format)
+            return 0
         if args.plans:
             analysis = settings.analysis
             plans = plans_report(ledger, period, prices,

@@ -86,6 +86,37 @@ def test_the_straggler_is_the_gpu_that_throttles_alone_not_its_waiting_peers() -
     assert d is not None and [v.cause for v in d.verdicts] == [Cause.STRAGGLER]
     assert d.verdicts[0].gpu_uuids == ("GPU-3",)
     assert d.verdicts[0].evidence["peers_waiting_share"] == pytest.approx(0.5)
+    assert d.verdicts[0].evidence["node"] == "n1"
+    # the job's lost time: peers at 50 % wait 45 % of the window for the one at 95 %, on
+    # all four GPUs; not an equal split of the job's unused money
+    assert d.verdicts[0].evidence["lost_share"] == pytest.approx(0.45)
+    assert d.verdicts[0].money_per_hour == pytest.approx(4 * PRICE * 0.45)
+    unused = PRICE * (3 * 0.5 + 0.38)
+    assert d.unused_per_hour == pytest.approx(unused)
+    assert d.unattributed_per_hour == pytest.approx(unused - 4 * PRICE * 0.45)
+
+
+def test_a_starved_straggler_costs_the_gap_to_its_peers_on_every_gpu() -> None:
+    peers = [gpu(i, sm_mean=0.6, used_share=0.6) for i in range(3)]
+    starved = gpu(3, sm_mean=0.3, used_share=0.3)
+    d = diagnose(window([*peers, starved]), prices(4), POLICY)
+    assert d is not None and [v.cause for v in d.verdicts] == [Cause.STRAGGLER]
+    assert d.verdicts[0].money_per_hour == pytest.approx(4 * PRICE * 0.3)
+
+
+def test_a_straggler_never_takes_more_than_the_unused_share_left() -> None:
+    # peers at 10 % wait 85 % for a GPU at 95 %: 5 working GPUs x 0.85 = 4.25 GPU-hours
+    # lost, more than the 3.98 the job leaves unused once the lost GPU took its own
+    peers = [gpu(i, sm_mean=0.1, used_share=0.1) for i in range(4)]
+    slow = gpu(4, sm_mean=0.95, throttled_share=1.0, clock_ratio=0.65, used_share=0.62)
+    lost = gpu(5, samples=360, unhealthy_samples=360, sm_mean=None, used_share=0.0)
+    d = diagnose(window([*peers, slow, lost]), prices(6), POLICY)
+    assert d is not None
+    assert [v.cause for v in d.verdicts] == [Cause.GPU_FAULT, Cause.STRAGGLER]
+    assert d.unused_per_hour == pytest.approx(PRICE * (4 * 0.9 + 0.38 + 1.0))
+    assert d.verdicts[0].money_per_hour == pytest.approx(PRICE)
+    assert d.verdicts[1].money_per_hour == pytest.approx(PRICE * (4 * 0.9 + 0.38))
+    assert d.unattributed_per_hour == pytest.approx(0.0)
 
 
 def test_half_the_gpus_throttled_is_the_job_throttled() -> None:
