@@ -203,7 +203,11 @@ CREATE VIEW gpu_hours_hourly_by_model AS
   GROUP BY h.hour_start, g.model, g.node;
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, V3, _V4, _V5, _V6, _V7)
+#: collector replicas on one PostgreSQL (pg_schema.py: intake shards, live GPU state, the
+#: ledger-wide version); one collector on SQLite needs none of it
+_V8 = ""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, V3, _V4, _V5, _V6, _V7, _V8)
 
 
 def schema_version(conn: sqlite3.Connection) -> int:
