@@ -24,6 +24,12 @@ class ClusterSettings:
     #: this replica's name in the lease tables; empty = host, pid and a random suffix (the
     #: Helm chart sets the pod name)
     replica_id: str = ""
+    #: with a PostgreSQL ledger, run as one of several replicas (collector/replicas.py):
+    #: shards by lease, fleet-wide work on the leader. False (one collector): this process
+    #: applies every batch itself, as on SQLite, and must be the only one on the ledger;
+    #: a restart after kill -9 then applies at once, where a replica waits for the dead
+    #: one's leases to expire. The Helm chart sets it with a PostgreSQL ledger
+    enabled: bool = False
 
     def __post_init__(self) -> None:
         if not 1 <= self.shard_count <= 4096:

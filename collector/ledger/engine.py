@@ -41,6 +41,15 @@ class Intake(Protocol):
     def close(self) -> None: ...
 
 
+class ShardedIntake(Intake, Protocol):
+    """PostgreSQL's intake, which replicas share: pending batches by shard."""
+
+    def pending(
+        self, shards: Sequence[int] | None = None, known: Sequence[int] = ()
+    ) -> list[LoggedBatch]: ...
+    def pending_shards(self) -> dict[int, int]: ...
+
+
 class Engine(Protocol):
     dialect: Dialect
     #: where quarantined batches are copied (None: kept in memory)

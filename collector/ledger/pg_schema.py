@@ -23,6 +23,24 @@ CREATE TABLE intake_batches (
 );
 """
 
+#: replicas (collector/replicas.py): each pending batch's shard (shard_of(node)), so an
+#: owner takes only its shards'; each owner's GPUs as they are now (live_gpus.py), so any
+#: replica answers /v1/fleet; a sequence every write transaction bumps (the read caches'
+#: key, ledger-wide); the outbox's claim columns (collector/cluster/outbox_claims.py)
+_V9 = """
+ALTER TABLE intake_batches ADD COLUMN shard INTEGER;
+CREATE INDEX intake_batches_shard ON intake_batches (shard) WHERE NOT quarantined;
+CREATE TABLE live_gpus (
+  uuid TEXT PRIMARY KEY, node TEXT NOT NULL, shard INTEGER NOT NULL,
+  view BYTEA NOT NULL, published_at TIMESTAMPTZ NOT NULL
+);
+CREATE INDEX live_gpus_shard ON live_gpus (shard);
+CREATE SEQUENCE ledger_version;
+ALTER TABLE notify_outbox ADD COLUMN IF NOT EXISTS claimed_by TEXT;
+ALTER TABLE notify_outbox ADD COLUMN IF NOT EXISTS claim_epoch BIGINT;
+ALTER TABLE notify_outbox ADD COLUMN IF NOT EXISTS claimed_until TIMESTAMPTZ;
+"""
+
 #: rollup tables range-partitioned by this column on PostgreSQL (collector/ledger/
 #: partitions.py creates the partitions ahead and retention drops them)
 PARTITIONED = {
@@ -64,6 +82,7 @@ _POSTGRES = {
     3: postgres_ddl(V3.replace("    FROM acks)", "    FROM acks) AS per_batch")),  # needs an alias
     5: postgres_ddl(V5_TABLE) + v5_fill("floor(hour_start / 86400) * 86400"),
     6: _V6,
+    9: _V9,
 }
 
 

@@ -132,14 +132,18 @@ class PostgresEngine:
     dialect: Dialect = "postgresql"
     quarantine_dir: Path | None = None  # quarantined batches stay in intake_batches
 
-    def __init__(self, url: str, writes: ConnectionPool, reads: ConnectionPool) -> None:
+    def __init__(
+        self, url: str, writes: ConnectionPool, reads: ConnectionPool, shard_count: int = 64
+    ) -> None:
         self.url = redacted(url)
+        #: the intake's rows carry shard_of(node, this): cluster.shard_count
+        self.shard_count = shard_count
         self._writes, self._reads = writes, reads
         self._write_lock = threading.Lock()
         self._partitions = Partitions()
 
     @classmethod
-    def open(cls, url: str) -> PostgresEngine:
+    def open(cls, url: str, shard_count: int = 64) -> PostgresEngine:
         """Connect, migrate, open the pools; LedgerError naming the URL when it cannot."""
         try:
             with psycopg.connect(
@@ -148,12 +152,25 @@ class PostgresEngine:
                 migrate(c, redacted(url))
         except psycopg.Error as err:
             raise LedgerError(_message(url, "cannot open the ledger", err)) from err
-        return cls(url, _pool(url, "writes", read_only=False), _pool(url, "reads", read_only=True))
+        writes, reads = _pool(url, "writes", read_only=False), _pool(url, "reads", read_only=True)
+        return cls(url, writes, reads, shard_count)
 
     @contextmanager
     def write(self) -> Iterator[Connection]:
+        """One write transaction; it bumps ``ledger_version`` (every replica's read caches
+        key on it, ``version``)."""
         with self._write_lock, self._transaction() as raw:
             yield PgConnection(raw)
+            raw.execute("SELECT nextval('ledger_version')")
+
+    def version(self) -> int:
+        """The ledger-wide write count (a sequence: moves with any replica's writes)."""
+        try:
+            with self._reads.connection() as raw:
+                row = raw.execute("SELECT last_value FROM ledger_version").fetchone()
+        except psycopg.Error as err:
+            raise LedgerError(_message(self.url, "ledger read failed", err)) from err
+        return int(row[0]) if row else 0
 
     @contextmanager
     def _transaction(self) -> Iterator[psycopg.Connection[Any]]:
@@ -175,7 +192,7 @@ class PostgresEngine:
             raise LedgerError(_message(self.url, "ledger read failed", err)) from err
 
     def open_intake(self) -> Intake:
-        return PgIntake.open(self._transaction)
+        return PgIntake.open(self._transaction, self.shard_count)
 
     def prepare(self, conn: Connection, hours: Iterable[float]) -> None:
         assert isinstance(conn, PgConnection)

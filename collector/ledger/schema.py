@@ -216,8 +216,11 @@ CREATE TABLE answers (
 );
 CREATE INDEX answers_by_workload ON answers (workload_key, kept_until);
 """
+#: collector replicas on one PostgreSQL (pg_schema.py: intake shards, live GPU state, the
+#: ledger-wide version); one collector on SQLite needs none of it
+_V9 = ""
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, V3, _V4, _V5, _V6, _V7, _V8)
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, V3, _V4, _V5, _V6, _V7, _V8, _V9)
 
 
 def schema_version(conn: sqlite3.Connection) -> int:

@@ -26,7 +26,7 @@ from collector.ledger import queries as queries
 from collector.ledger import recommendations as recs
 from collector.ledger.accepted import Backlog
 from collector.ledger.batch_log import BatchRecord, LoggedBatch
-from collector.ledger.engine import Engine, Intake, SqliteEngine
+from collector.ledger.engine import Engine, Intake, ShardedIntake, SqliteEngine
 from collector.ledger.quarantine import Quarantine, QuarantineSummary
 from collector.ledger.queries import Group
 from collector.ledger.records import (
@@ -85,7 +85,7 @@ class Ledger:
         self.writes = 0
 
     @classmethod
-    def open(cls, url: str, *, synchronous: str = "FULL") -> Ledger:
+    def open(cls, url: str, *, synchronous: str = "FULL", shard_count: int = 64) -> Ledger:
         """Open (creating and migrating as needed) the ledger at ``url``: a SQLite path,
         ``sqlite:///path``, ``:memory:`` or a ``postgresql://`` URL.
 
@@ -161,13 +161,17 @@ class Ledger:
             return []
         return self._opened_accepted().record(records)
 
-    def commit(self, write: LedgerWrite) -> None:
+    def commit(self, write: LedgerWrite, fence: Callable[[Connection], bool] | None = None) -> None:
         """Apply one ``LedgerWrite`` atomically (see its docstring), with the acks
-        recorded since the last commit."""
+        recorded since the last commit. ``fence`` runs first in the transaction: when it
+        answers False (a replica's shard lease was taken over) nothing is written and
+        ``LedgerFenced`` is raised."""
         accepted = self._opened_accepted()
         saved = None
         try:
             with self._write() as conn:
+                if fence is not None and not fence(conn):
+                    raise LedgerFenced("the shard's lease moved to another replica")
                 self.engine.prepare(conn, {h for h, _ in (*write.gpu_usage, *write.workload_usage)})
                 apply_write(conn, write)
                 saved = accepted.save(conn, write.batches_done)
@@ -199,6 +203,28 @@ class Ledger:
     def pending_records(self) -> list[LoggedBatch]:
         """``pending_batches`` with each batch's identity and arrival as logged."""
         return self._opened_accepted().pending()
+
+    def pending_of_shards(
+        self, shards: Sequence[int], known: Sequence[int] = ()
+    ) -> list[LoggedBatch]:
+        """The pending batches of ``shards`` but those in ``known`` (PostgreSQL only)."""
+        return self._sharded().pending(shards, known)
+
+    def pending_shards(self) -> dict[int, int]:
+        """Pending batch id -> shard, of every replica's (PostgreSQL only)."""
+        return self._sharded().pending_shards()
+
+    def version(self) -> int:
+        """Write transactions so far: ledger-wide on PostgreSQL (any replica's), this
+        process's on SQLite (``writes``). PostgreSQL's costs a read."""
+        shared = getattr(self.engine, "version", None)
+        return int(shared()) if shared is not None else self.writes
+
+    def _sharded(self) -> ShardedIntake:
+        intake = self._opened_accepted()
+        if not hasattr(intake, "pending_shards"):
+            raise LedgerError("intake shards: only a PostgreSQL ledger keeps them")
+        return intake  # type: ignore[return-value]
 
     def intake_corrupt_records(self) -> int:
         """Damaged records the batch log skipped when it was opened (0 until it is)."""
@@ -319,6 +345,10 @@ class Ledger:
     ) -> Recommendation | None:
         with self._write() as conn:
             return recs.dismiss(conn, rec_id, now, by)
+
+
+class LedgerFenced(LedgerError):
+    """A commit refused by its fence: this replica no longer owns what it applied."""
 
 
 def _day_cutoff(now: float, retention_days: int) -> float:

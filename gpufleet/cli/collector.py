@@ -22,6 +22,8 @@ from agent.config import AgentSettings
 from collector.accounting.rates import Rates
 from collector.analysis.carbon import HourlyFeed, IntensityTable
 from collector.analysis.cost import PriceBook
+from collector.cluster.keeper import LeaseKeeper, connector
+from collector.cluster.settings import replica_name
 from collector.config import CollectorSettings
 from collector.http.app import create_app
 from collector.http.auth import Gate, Token, load_tokens
@@ -32,6 +34,7 @@ from collector.ledger.store import Ledger
 from collector.metrics.cache import Exposition, Refresh
 from collector.metrics.exporter import RatesExporter
 from collector.metrics.savings import SavingsExporter
+from collector.replica_core import build_replica_core
 from collector.reports import LiveRates
 from collector.savings_report import savings_report
 from collector.service import CollectorCore
@@ -102,6 +105,16 @@ class Collector:
     exposition: Exposition | None = None
     #: efficiency reports per user and team (settings.reports; report_mail.py)
     reports: ReportMailer | None = None
+    #: a replica's shard and leader leases (a PostgreSQL ledger; None: one collector)
+    keeper: LeaseKeeper | None = None
+
+    def leads(self) -> bool:
+        """Whether fleet-wide work runs here: always for one collector; on the leader
+        (fresh lease) for a replica."""
+        if self.keeper is None:
+            return True
+        state = self.keeper.state
+        return state.leader and state.fresh(time.monotonic())
 
     def start_jobs(
         self,
@@ -113,7 +126,7 @@ class Collector:
         apply_every = apply_every_seconds or self.settings.ingest.apply_interval_seconds
         jobs: list[tuple[Callable[[], object], float, str]] = [
             (self.apply, apply_every, "apply"),
-            (self.core.recommender.evaluate_if_due, check_every_seconds, "evaluate"),
+            (self.evaluate, check_every_seconds, "evaluate"),
             (self.prune, PRUNE_EVERY_SECONDS, "prune"),
         ]
         if self.alerting is not None:
@@ -131,9 +144,15 @@ class Collector:
             self.exposition.changed(Refresh.APPLY)
         return applied
 
+    def evaluate(self) -> None:
+        """Recommendations when due (on the leader only, with replicas)."""
+        if self.leads():
+            self.core.recommender.evaluate_if_due()
+
     def alert(self) -> None:
-        """Recommendation changes to chat, one auto-release pass, delivery."""
-        if self.alerting is not None:
+        """Recommendation changes to chat, one auto-release pass, delivery (on the
+        leader only, with replicas)."""
+        if self.alerting is not None and self.leads():
             now = self.clock()
             recs = self.core.service.recommendations(None)
             self.alerting.step(self.core.service.fleet(now), recs, now)
@@ -147,6 +166,8 @@ class Collector:
             self.scheduler.shutdown(wait=True)
         self.core.close()
         self.core.applier.tick(flush=True)
+        if self.keeper is not None:  # applied what it held: others take its shards now
+            self.keeper.stop()
         if self.influx is not None:  # drains what it can before the ledger closes
             self.influx.close()
         self.ledger.close()
@@ -174,7 +195,12 @@ def build_collector(
     )
     rates = Rates(prices, table, settings.carbon, feed)
     ledger, influx = _open_ledger(settings, rates.currency)
-    core = CollectorCore.build(settings, ledger, rates, clock)
+    keeper = _start_keeper(settings, ledger)
+    core = (
+        CollectorCore.build(settings, ledger, rates, clock)
+        if keeper is None
+        else build_replica_core(settings, ledger, rates, lambda: keeper.state, clock)
+    )
     if influx is not None:
         core.observers.attach(InfluxObserver(influx))
     # one gate for every guarded route: one failure limit per client address
@@ -219,13 +245,31 @@ def build_collector(
         announce = alerting.notifier.announce if alerting and alerting.notifier else None
         reports = ReportMailer(settings, ledger, rates.currency, announce, clock)
     return Collector(
-        settings, ledger, core, app, scheduler, influx, alerting, clock, exposition, reports
+        settings, ledger, core, app, scheduler, influx, alerting, clock, exposition, reports, keeper
     )
+
+
+def _start_keeper(settings: CollectorSettings, ledger: Ledger) -> LeaseKeeper | None:
+    """A replica's lease keeper, started, after its first renewal (or a lease's wait for
+    it); None for one collector (SQLite, or ``cluster.enabled`` false)."""
+    cluster = settings.cluster
+    if ledger.dialect != "postgresql" or not cluster.enabled:
+        return None
+    keeper = LeaseKeeper(cluster, replica_name(cluster), connector(settings.ledger.url, cluster))
+    keeper.start()
+    deadline = time.monotonic() + cluster.lease_seconds
+    while keeper.state.renewed_at is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return keeper
 
 
 def _open_ledger(settings: CollectorSettings, currency: str) -> tuple[Ledger, InfluxSink | None]:
     """The ledger, and with ``influx.url`` set the sink that observes it (not attached)."""
-    ledger = Ledger.open(settings.ledger.url, synchronous=settings.ledger.synchronous)
+    ledger = Ledger.open(
+        settings.ledger.url,
+        synchronous=settings.ledger.synchronous,
+        shard_count=settings.cluster.shard_count,
+    )
     if not settings.influx.enabled:
         return ledger, None
     try:
