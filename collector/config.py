@@ -12,6 +12,7 @@ from pathlib import Path
 
 from collector.actions.settings import ActionSettings
 from collector.influx.settings import InfluxSettings
+from collector.kube.settings import KubeMetadataSettings
 from collector.notify.settings import NotificationSettings
 from gpufleet.settings import ConfigError
 
@@ -250,6 +251,8 @@ class CollectorSettings:
     notifications: NotificationSettings = field(default_factory=NotificationSettings)
     actions: ActionSettings = field(default_factory=ActionSettings)
     influx: InfluxSettings = field(default_factory=InfluxSettings)
+    #: pod metadata from the API server: owners, teams, users (collector/kube)
+    kubernetes: KubeMetadataSettings = field(default_factory=KubeMetadataSettings)
 
     def __post_init__(self) -> None:
         forget, stale = self.ingest.forget_after_seconds, self.analysis.stale_after_seconds

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import NamedTuple
 
@@ -68,8 +68,12 @@ class IngestQueue:
         stats: IngestStats,
         observers: Observers,
         health: WriteHealth | None = None,
+        enrich: Callable[[Batch], Batch] | None = None,
     ) -> None:
+        """``enrich``: what a stored batch passes through before the fleet sees it (pod
+        workloads attributed to owners and teams, collector/kube/enrich.py)."""
         self.settings = settings
+        self.enrich = enrich
         self.health = health or WriteHealth()
         self.ledger = ledger
         self.fleet = fleet
@@ -217,6 +221,8 @@ class IngestQueue:
         # durable and pending: after a crash ``restore`` replays it, and a tick deletes
         # only batches it has buffered
         try:
+            if self.enrich is not None:
+                batch = self.enrich(batch)
             taken = self.fleet.buffer(batch_id, batch, received_at=item.received_at)
         except Exception as err:  # this batch alone: the others of the group are fine
             log.exception("buffering batch %s of %s failed", batch.seq, batch.node)

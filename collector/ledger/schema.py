@@ -157,7 +157,12 @@ INSERT INTO workload_usage_daily (day_start, workload_key, {", ".join(USAGE_COLU
   FROM workload_usage_hourly GROUP BY 1, 2;
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5)
+#: a pod's owner, the top of its owner chain ("Deployment/ml/llm-serve"; collector/kube)
+_V6 = """
+ALTER TABLE workloads ADD COLUMN owner TEXT NOT NULL DEFAULT '';
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
 
 
 def schema_version(conn: sqlite3.Connection) -> int:

@@ -96,10 +96,14 @@ def _upsert_registries(conn: sqlite3.Connection, write: LedgerWrite) -> None:
         ],
     )
     conn.executemany(
-        "INSERT INTO workloads VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET "
+        "INSERT INTO workloads (key, kind, name, namespace, team, user, owner) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET "
         "kind = excluded.kind, name = excluded.name, namespace = excluded.namespace, "
-        "team = excluded.team, user = excluded.user",
-        [(w.key, w.kind, w.name, w.namespace, w.team, w.user) for w in write.workloads.values()],
+        "team = excluded.team, user = excluded.user, owner = excluded.owner",
+        [
+            (w.key, w.kind, w.name, w.namespace, w.team, w.user, w.owner)
+            for w in write.workloads.values()
+        ],
     )
 
 

@@ -33,12 +33,14 @@ from collector.service import CollectorCore
 from collector.web import ConsoleSources, SeriesBuffer, console_routes
 from collector.web.plans_routes import plans_exporter, plans_routes
 from gpufleet.cli.alerting import Alerting, build_alerting
+from gpufleet.cli.kube_metadata import start_metadata
 from gpufleet.cli.listen import check_free
 from gpufleet.cli.schedule import PeriodicJobs
 from gpufleet.settings import load_settings
 
 if TYPE_CHECKING:
     from collector.influx.sink import InfluxSink
+    from collector.kube.watcher import MetadataWatcher
 
 log = logging.getLogger("gpufleet.collector")
 
@@ -85,6 +87,8 @@ class Collector:
     clock: Callable[[], float] = time.time
     #: /metrics' body, rendered again when applying or a commit changed what it shows
     exposition: Exposition | None = None
+    #: the Kubernetes metadata watches (settings.kubernetes), None when off
+    kube: MetadataWatcher | None = None
 
     def start_jobs(
         self,
@@ -126,6 +130,8 @@ class Collector:
     def stop(self) -> None:
         if self.scheduler.running:
             self.scheduler.shutdown(wait=True)
+        if self.kube is not None:
+            self.kube.close()
         self.core.close()
         self.core.applier.tick(flush=True)
         if self.influx is not None:  # drains what it can before the ledger closes
@@ -155,7 +161,8 @@ def build_collector(
     )
     rates = Rates(prices, table, settings.carbon, feed)
     ledger, influx = _open_ledger(settings, rates.currency)
-    core = CollectorCore.build(settings, ledger, rates, clock)
+    enricher, kube = start_metadata(settings.kubernetes)
+    core = CollectorCore.build(settings, ledger, rates, clock, enricher)
     if influx is not None:
         core.observers.attach(InfluxObserver(influx))
     # one gate for every guarded route: one failure limit per client address
@@ -193,7 +200,9 @@ def build_collector(
     if influx is not None:
         influx.start()
     scheduler = PeriodicJobs()
-    return Collector(settings, ledger, core, app, scheduler, influx, alerting, clock, exposition)
+    return Collector(
+        settings, ledger, core, app, scheduler, influx, alerting, clock, exposition, kube
+    )
 
 
 def _open_ledger(settings: CollectorSettings, currency: str) -> tuple[Ledger, InfluxSink | None]:

@@ -60,6 +60,11 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- if $on }}true{{ end -}}
 {{- end -}}
 
+{{/* The collector needs its ServiceAccount: a policy enforces, or it reads pod metadata. */}}
+{{- define "gpufleet.collectorAccount" -}}
+{{- if or (include "gpufleet.enforcing" .) (.Values.collector.config.kubernetes).enabled }}true{{ end -}}
+{{- end -}}
+
 {{/* Some enforcing policy really acts (dry_run off; dry_run defaults to true). */}}
 {{- define "gpufleet.acting" -}}
 {{- $a := .Values.collector.config.actions -}}
