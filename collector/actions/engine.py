@@ -100,7 +100,7 @@ class ActionEngine:
         first_seen: float,
         now: float,
     ) -> Step | None:
-        policy = self.settings.policy_for(ref.namespace)
+        policy = self.settings.policy_of(ref)
         if policy.mode == "off":
             return None
         candidate = Candidate(ref, views, first_seen)
@@ -236,6 +236,7 @@ def action_event(step: Step, outcome: str, reason: str, seen: Inspection, now: f
         "namespace": ref.namespace,
         "team": ref.team,
         "user": ref.user,
+        "owner": ref.owner,
         "workload": ref.key,
         "kind": "auto_release",
     }

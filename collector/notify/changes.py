@@ -135,6 +135,7 @@ def _event(rec: Recommendation, kind: str, stamp: str, index: FleetIndex, now: f
         "namespace": rec.namespace,
         "team": ref.team if ref else "",
         "user": ref.user if ref else "",
+        "owner": ref.owner if ref else "",
         "node": rec.node,
         "kind": rec.kind.value,
         "workload": rec.workload_key,

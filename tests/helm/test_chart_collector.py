@@ -253,3 +253,9 @@ def test_reading_metadata_and_enforcing_share_one_service_account() -> None:
     assert len(out.all("ServiceAccount")) == 1
     names = sorted(r["metadata"]["name"] for r in out.all("ClusterRole"))
     assert [n.rsplit("-", 1)[1] for n in names] == ["metadata", "release"]
+
+
+def test_an_enforcing_team_policy_spans_namespaces_so_rbac_is_cluster_wide() -> None:
+    out = render(actions(policies={"team:nlp": {"mode": "enforce", "dry_run": False}}))
+    assert not out.all("Role")  # never a Role in a "namespace" named team:nlp
+    assert _rules(out, "ClusterRole") == RELEASE_RBAC
