@@ -178,6 +178,8 @@ def energy_totals(ledger_totals: LedgerTotals) -> list[EnergyTotal]:
             u.carbon_grams,
             u.estimated_energy_joules,
             seen.get(ref.key, math.inf),
+            ref.owner,
+            ref.user,
         )
         for ref, u in ledger_totals.by_workload
     ]

@@ -18,6 +18,9 @@ from pathlib import Path
 from collector.actions.settings import KubernetesSettings
 from gpufleet.settings import ConfigError
 
+#: the attributes kubernetes.metric_labels may name (catalogue.WORKLOAD_INFO_LABELS)
+METRIC_LABELS = ("team", "user", "owner_kind", "owner_name")
+
 
 @dataclass(frozen=True)
 class KubeMetadataSettings:
@@ -40,8 +43,9 @@ class KubeMetadataSettings:
     queue_keys: list[str] = field(
         default_factory=lambda: ["kueue.x-k8s.io/queue-name", "volcano.sh/queue-name"]
     )
-    #: which of a pod's labels reach the collector's workload series (Mimir refuses series
-    #: with more than 30 labels, so few): team, owner_kind and owner_name are derived ones
+    #: which of a workload's attributes label its ``gpufleet_workload_info`` series (of
+    #: team, user, owner_kind, owner_name; the rest stay empty, so absent): few, as Mimir
+    #: refuses series with more than 30 labels and each is a label of every join
     metric_labels: list[str] = field(default_factory=lambda: ["team", "owner_kind", "owner_name"])
     #: pods kept in memory (~1 KiB each); past it new pods are counted and not kept
     max_pods: int = 100_000
@@ -63,10 +67,11 @@ class KubeMetadataSettings:
                 f"kubernetes.backoff_max_seconds ({self.backoff_max_seconds}), "
                 f"got {self.backoff_initial_seconds}"
             )
-        if len(self.metric_labels) > 10:
+        unknown = sorted(set(self.metric_labels) - set(METRIC_LABELS))
+        if unknown:
             raise ConfigError(
-                f"kubernetes.metric_labels: at most 10 (each is a label on every workload "
-                f"series; Mimir refuses more than 30 in all), got {len(self.metric_labels)}"
+                f"kubernetes.metric_labels: each must be one of {', '.join(METRIC_LABELS)}, "
+                f"got {unknown}"
             )
 
     def connection(self) -> KubernetesSettings:

@@ -96,6 +96,17 @@ WORKLOAD_CARBON = MetricSpec(
     WORKLOAD_LABELS,
     "Grams CO2e of that energy (kWh x PUE x grid intensity of the node's region).",
 )
+#: the attributes gpufleet_workload_info may carry, those kubernetes.metric_labels allows
+WORKLOAD_INFO_LABELS: tuple[str, ...] = ("team", "user", "owner_kind", "owner_name")
+WORKLOAD_INFO = MetricSpec(
+    "gpufleet_workload_info",
+    "gauge",
+    "",
+    ("k8s_namespace_name", "workload", *WORKLOAD_INFO_LABELS),
+    "1 for each workload with per-workload series, labelled with who it belongs to (its "
+    "owner, the top of its owner chain, and team, collector/kube); join on workload. "
+    "Attributes not in kubernetes.metric_labels are empty.",
+)
 CARBON_PUE = MetricSpec(
     "gpufleet_carbon_pue_ratio",
     "gauge",
@@ -443,6 +454,7 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     WORKLOAD_ENERGY,
     WORKLOAD_ESTIMATED_ENERGY,
     WORKLOAD_CARBON,
+    WORKLOAD_INFO,
     CARBON_PUE,
     CARBON_INTENSITY,
     RECOMMENDATIONS_OPEN,

@@ -18,11 +18,11 @@ from collector.analysis.energy import workload_ref
 from collector.config import CarbonSettings, CollectorSettings
 from collector.kube.enrich import WorkloadEnricher, keys_of
 from collector.kube.settings import KubeMetadataSettings
-from collector.kube.store import POD
 from collector.ledger.store import Ledger
 from collector.service import CollectorCore
 from collector.usage_report import group_report, ledger_period
 from tests.collector.kube.rig import reader_settings, running, wait_for
+from tests.collector.kube.test_watcher import ALL
 from tests.fakes.kube_api import FakeKubeApi, recorded_cluster
 
 KEYS = keys_of(KubeMetadataSettings())
@@ -80,7 +80,7 @@ def test_api_metadata_wins_over_labels_and_the_agents_own_team_wins_over_both(
     fake: FakeKubeApi, tmp_path: Path
 ) -> None:
     with running(reader_settings(fake, tmp_path)) as watcher:
-        wait_for(lambda: watcher.store.counts()[POD] == 6)
+        wait_for(lambda: watcher.store.counts() == ALL)
         enricher = WorkloadEnricher(KEYS, watcher.store)
         sent = pod("llm-serve-6d8f9c7b5-x2v7q", labels={"team": "from-the-agent-labels"})
         ref = workload_ref(enriched(enricher, sent))
@@ -99,7 +99,7 @@ def test_the_ledger_groups_a_pods_usage_by_its_owner_and_team(
     fake: FakeKubeApi, tmp_path: Path
 ) -> None:
     with running(reader_settings(fake, tmp_path)) as watcher:
-        wait_for(lambda: watcher.store.counts()[POD] == 6)
+        wait_for(lambda: watcher.store.counts() == ALL)
         rates = Rates(PriceBook.example(), IntensityTable.default(), CarbonSettings())
         now = T0 + 600
         core = CollectorCore.build(
