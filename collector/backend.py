@@ -121,6 +121,9 @@ class WorkloadReport:
     #: idle episodes in the range at least ``analysis.min_episode_seconds`` long
     idle_episodes: int = 0
     longest_idle_seconds: float = 0.0
+    #: the top of a pod's owner chain ("Deployment/ml/llm-serve"), a Slurm job's user
+    #: ("User/alice"); "" when unknown
+    owner: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -62,6 +62,7 @@ def workload_reports(
             gpu_models=(models[ref.key],) if ref.key in models else (),
             idle_episodes=count.get(ref.key, 0),
             longest_idle_seconds=longest.get(ref.key, 0.0),
+            owner=ref.owner,
         )
         for ref, usage in ledger.usage_by_workload(start, end)
     ]
