@@ -215,6 +215,7 @@ def action_event(step: Step, outcome: str, reason: str, seen: Inspection, now: f
         namespace=ref.namespace,
         user=ref.user,
         team=ref.team,
+        owned_by=ref.owner,
         nodes=sorted({v.node for v in step.views}),
         gpus=[v.uuid for v in step.views],
         gpu_names=[gpu_name(v) for v in step.views],

@@ -168,6 +168,7 @@ def facts_of(rec: Recommendation, index: FleetIndex, now: float) -> Facts:
         namespace=rec.namespace,
         user=ref.user if ref else "",
         team=ref.team if ref else "",
+        owned_by=ref.owner if ref else "",
         nodes=[str(n) for n in nodes] if isinstance(nodes, list) else [rec.node] * bool(rec.node),
         gpus=list(rec.gpu_uuids),
         gpu_names=_names(rec.gpu_uuids, index),

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 
+from collector.notify import phrases
 from collector.notify.changes import FleetIndex, changes
+from collector.notify.messages import fields, structured
 from collector.notify.routing import route
 from collector.notify.settings import NotificationSettings, RouteSettings
 from tests.collector.notify.rig import T0, index_for, release_rec
@@ -37,3 +39,16 @@ def test_a_workload_without_an_owner_has_no_owner_label() -> None:
     rec = release_rec(3)
     ((event, _),) = changes([rec], {}, NotificationSettings(), index_for(rec), T0)
     assert event is not None and "owner" not in event.labels
+
+
+def test_the_message_names_the_owner_beside_the_pod_and_scripts_get_it() -> None:
+    rec = release_rec(4)
+    index = owned(index_for(rec), {rec.workload_key: SERVE})
+    ((event, _),) = changes([rec], {}, NotificationSettings(), index, T0)
+    assert event is not None
+    words = phrases.for_language("en")
+    (workload,) = [
+        value for label, value in fields(event, words) if label == words.label["workload"]
+    ]
+    assert workload.endswith(f" ({SERVE})")
+    assert structured(event, {})["owned_by"] == SERVE
