@@ -56,9 +56,15 @@ def is_gpu_resource(resource_name: str) -> bool:
     )
 
 
+#: the NVIDIA DRA driver, as ResourceSlices, ResourceClaim results and the kubelet name it
+NVIDIA_DRA_DRIVER = "gpu.nvidia.com"
+
+
 def gpu_devices(response: api_pb2.ListPodResourcesResponse) -> list[PodDevice]:
-    """Every GPU device id in a List response, one entry per (container, device id)."""
-    return [
+    """Every GPU device id in a List response, one entry per (container, device id):
+    device-plugin GPUs, and GPUs allocated through a ResourceClaim (Dynamic Resource
+    Allocation), whose id is the DRA driver's device name (``gpu-0``: devices.py)."""
+    plugged = [
         PodDevice(pod.namespace, pod.name, container.name, devices.resource_name, device_id)
         for pod in response.pod_resources
         for container in pod.containers
@@ -66,6 +72,15 @@ def gpu_devices(response: api_pb2.ListPodResourcesResponse) -> list[PodDevice]:
         if is_gpu_resource(devices.resource_name)
         for device_id in devices.device_ids
     ]
+    claimed = [
+        PodDevice(pod.namespace, pod.name, container.name, claimed.driver_name, claimed.device_name)
+        for pod in response.pod_resources
+        for container in pod.containers
+        for dynamic in container.dynamic_resources
+        for claimed in dynamic.claim_resources
+        if claimed.driver_name == NVIDIA_DRA_DRIVER and claimed.device_name
+    ]
+    return plugged + claimed
 
 
 class PodResourcesClient:
