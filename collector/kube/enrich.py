@@ -49,14 +49,26 @@ class WorkloadEnricher:
         samples: list[GpuSample] = []
         changed = False
         for sample in batch.samples:
-            held = sample.workloads
+            held = sample.workloads or self.claimed(sample.gpu_uuid)
             if held:
                 enriched = tuple(self.workload(w, generation) for w in held)
-                if any(a is not b for a, b in zip(enriched, held, strict=True)):
+                if enriched != sample.workloads or any(
+                    a is not b for a, b in zip(enriched, held, strict=True)
+                ):
                     sample = msgspec.structs.replace(sample, workloads=enriched)
                     changed = True
             samples.append(sample)
         return msgspec.structs.replace(batch, samples=tuple(samples)) if changed else batch
+
+    def claimed(self, gpu_uuid: str) -> tuple[Workload, ...]:
+        """The pods a ResourceClaim allocated this GPU to, for a sample whose agent named
+        no holder (DRA without the kubelet's dynamic resources): held, not unallocated."""
+        if self.store is None:
+            return ()
+        return tuple(
+            Workload(kind=WorkloadKind.KUBERNETES_POD, id=f"{ns}/{name}", name=name, namespace=ns)
+            for ns, name in self.store.claim_holders(gpu_uuid)
+        )
 
     def workload(self, w: Workload, generation: int) -> Workload:
         if w.kind is not WorkloadKind.KUBERNETES_POD:

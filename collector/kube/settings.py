@@ -8,6 +8,7 @@ Least privilege (read-only RBAC the chart grants when it is on):
   ""     pods, namespaces   get, list, watch
   apps   replicasets        get, list, watch
   batch  jobs               get, list, watch
+  resource.k8s.io  resourceclaims, resourceslices  get, list, watch  (DRA, where served)
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ import threading
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
+from collector.kube.claims import CLAIM, SLICE, ClaimBook, PodName
 from collector.kube.owners import NO_MARKS, Attribution, Keys, Marks, PodFacts, Ref, attribute
 
 #: the resources watched, each with where its objects go
@@ -32,6 +33,8 @@ class MetadataStore:
         self._parents: dict[tuple[str, str, str], Ref | None] = {}
         #: objects not kept because a bound was reached, by resource
         self.dropped: dict[str, int] = dict.fromkeys(self._max, 0)
+        #: DRA: which pods a ResourceClaim gave each GPU (collector/kube/claims.py)
+        self._claims = ClaimBook(max_pods)
         #: bumped by every change: the enricher's memo key
         self.generation = 0
 
@@ -39,6 +42,9 @@ class MetadataStore:
         """A fresh list of ``resource``: everything of it held before is forgotten."""
         with self._lock:
             self.generation += 1
+            if resource in (CLAIM, SLICE):
+                self._claims.replace(resource, objects)
+                return
             if resource == POD:
                 self._pods.clear()
             elif resource == NAMESPACE:
@@ -53,7 +59,9 @@ class MetadataStore:
         """One watch event (ADDED, MODIFIED, DELETED) of ``resource``."""
         with self._lock:
             self.generation += 1
-            if event == "DELETED":
+            if resource in (CLAIM, SLICE):
+                self._claims.apply(resource, event, obj)
+            elif event == "DELETED":
                 self._delete(resource, obj)
             else:
                 self._put(resource, obj)
@@ -65,6 +73,16 @@ class MetadataStore:
             if pod is None:
                 return None
             return attribute(pod, self.namespace(namespace), self._parent_of, self.keys)
+
+    def claim_holders(self, gpu_uuid: str) -> tuple[PodName, ...]:
+        """The pods a ResourceClaim allocated ``gpu_uuid`` to (DRA), () when none."""
+        with self._lock:
+            return self._claims.holders(gpu_uuid) if len(self._claims) else ()
+
+    @property
+    def claims_dropped(self) -> int:
+        """ResourceClaims and ResourceSlices not kept: past the bound (``max_pods``)."""
+        return self._claims.dropped
 
     def namespace(self, name: str) -> Marks:
         return self._namespaces.get(name, NO_MARKS)

@@ -1,5 +1,6 @@
-"""One list+watch per resource (pods, namespaces, ReplicaSets, Jobs) through the official
-``kubernetes`` client, feeding a MetadataStore.
+"""One list+watch per resource (pods, namespaces, ReplicaSets, Jobs; ResourceClaims and
+ResourceSlices where API discovery finds resource.k8s.io v1 or v1beta1) through the
+official ``kubernetes`` client, feeding a MetadataStore.
 
 Each resource has a thread: list (paginated), then watch from the list's resourceVersion
 with bookmarks, reopening the watch where the last event or bookmark left it. A ``410
@@ -22,6 +23,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
+from collector.kube.claims import CLAIM, SLICE
 from collector.kube.settings import KubeMetadataSettings
 from collector.kube.store import JOB, NAMESPACE, POD, REPLICASET, MetadataStore
 
@@ -29,7 +31,10 @@ log = logging.getLogger(__name__)
 #: objects per page of a list
 PAGE = 500
 #: (API group, plural) of each resource, for RBAC messages
-GROUPS = {POD: "", NAMESPACE: "", REPLICASET: "apps", JOB: "batch"}
+GROUPS = {
+    POD: "", NAMESPACE: "", REPLICASET: "apps", JOB: "batch",
+    CLAIM: "resource.k8s.io", SLICE: "resource.k8s.io",
+}  # fmt: skip
 
 
 class Gone(Exception):
@@ -201,23 +206,82 @@ def _events(resp: Any) -> Iterator[Mapping[str, Any]]:
                 yield event
 
 
+#: the resource.k8s.io versions read, newest first: v1 (Kubernetes 1.34, DRA GA), v1beta1
+DRA_VERSIONS = ("v1", "v1beta1")
+
+
+def dra_version(api: k8s.ApiClient) -> str | None:
+    """The newest resource.k8s.io version the server serves (API discovery), None when it
+    serves none we read (DRA off, or a cluster older than 1.32)."""
+    try:
+        group = k8s.ResourceApi(api).get_api_group()
+    except ApiException as err:
+        if err.status == 404:
+            return None
+        raise
+    served = {v.version for v in group.versions or ()}
+    return next((v for v in DRA_VERSIONS if v in served), None)
+
+
+def dra_functions(api: k8s.ApiClient, version: str) -> dict[str, Callable[..., Any]]:
+    resource = k8s.ResourceV1Api(api) if version == "v1" else k8s.ResourceV1beta1Api(api)
+    return {
+        CLAIM: resource.list_resource_claim_for_all_namespaces,
+        SLICE: resource.list_resource_slice,
+    }
+
+
 class MetadataWatcher:
-    """The watches of every resource, each on its own daemon thread."""
+    """The watches of every resource, each on its own daemon thread; ResourceClaims and
+    ResourceSlices too where API discovery finds resource.k8s.io."""
 
     def __init__(self, api: k8s.ApiClient, store: MetadataStore, settings: KubeMetadataSettings):
         self.stop_event = threading.Event()
-        self.store = store
+        self.store, self._api, self._settings = store, api, settings
         self.watches = [
             ResourceWatch(resource, fn, store, settings, self.stop_event)
             for resource, fn in list_functions(api).items()
         ]
+        #: the resource.k8s.io version found, None until (or unless) discovery finds one
+        self.dra: str | None = None
         self._threads: list[threading.Thread] = []
 
     def start(self) -> None:
         for w in self.watches:
-            thread = threading.Thread(target=w.run, name=f"kube-{w.resource}", daemon=True)
-            thread.start()
-            self._threads.append(thread)
+            self._run(w)
+        self._thread(self._discover_dra, "kube-dra")
+
+    def _run(self, w: ResourceWatch) -> None:
+        self._thread(w.run, f"kube-{w.resource}")
+
+    def _thread(self, target: Callable[[], None], name: str) -> None:
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def _discover_dra(self) -> None:
+        """Find resource.k8s.io and start its watches; retried with backoff while the
+        API server cannot answer, given up (logged once) when it serves no version."""
+        backoff = self._settings.backoff_initial_seconds
+        while not self.stop_event.is_set():
+            try:
+                version = dra_version(self._api)
+            except Exception as err:  # unreachable: the resource watches log it
+                log.debug("kubernetes metadata: DRA discovery failed (%s)", err)
+                self.stop_event.wait(backoff)
+                backoff = min(2 * backoff, self._settings.backoff_max_seconds)
+                continue
+            if version is None:
+                log.info("kubernetes metadata: the API server serves no resource.k8s.io "
+                         "%s; GPUs allocated through ResourceClaims come from the agents",
+                         " or ".join(DRA_VERSIONS))  # fmt: skip
+                return
+            self.dra = version
+            for resource, fn in dra_functions(self._api, version).items():
+                w = ResourceWatch(resource, fn, self.store, self._settings, self.stop_event)
+                self.watches.append(w)
+                self._run(w)
+            return
 
     def close(self, timeout: float = 5.0) -> None:
         self.stop_event.set()

@@ -8,7 +8,8 @@ asks (``bookmark``), until T seconds pass. A watch from a version older than the
 resource's compacted history (``compact``) gets what an API server sends then: HTTP 200
 and an ERROR event with a Status of code 410 (Expired). One resourceVersion counter
 spans all resources, as etcd's does. A resource in ``forbid`` answers 403; a request
-without the token 401. Every request is recorded.
+without the token 401. Every request is recorded. ResourceClaims and ResourceSlices are
+served under the resource.k8s.io versions asked for, which discovery lists.
 """
 
 from __future__ import annotations
@@ -32,6 +33,22 @@ PATHS = {
     "/apis/apps/v1/replicasets": ("replicasets", "ReplicaSetList", "apps/v1"),
     "/apis/batch/v1/jobs": ("jobs", "JobList", "batch/v1"),
 }
+DRA_GROUP = "resource.k8s.io"
+
+
+def dra_paths(version: str) -> dict[str, tuple[str, str, str]]:
+    api = f"{DRA_GROUP}/{version}"
+    return {
+        f"/apis/{api}/resourceclaims": ("resourceclaims", "ResourceClaimList", api),
+        f"/apis/{api}/resourceslices": ("resourceslices", "ResourceSliceList", api),
+    }
+
+
+def api_group(versions: tuple[str, ...]) -> dict[str, Any]:
+    """The discovery answer of GET /apis/resource.k8s.io."""
+    listed = [{"groupVersion": f"{DRA_GROUP}/{v}", "version": v} for v in versions]
+    return {"kind": "APIGroup", "apiVersion": "v1", "name": DRA_GROUP, "versions": listed,
+            "preferredVersion": listed[0]}  # fmt: skip
 
 
 @dataclass
@@ -57,10 +74,20 @@ def _key(obj: dict[str, Any]) -> tuple[str, str]:
 
 
 class FakeKubeApi:
-    def __init__(self, cluster: dict[str, list[dict[str, Any]]] | None = None) -> None:
+    def __init__(
+        self,
+        cluster: dict[str, list[dict[str, Any]]] | None = None,
+        dra_versions: tuple[str, ...] = ("v1",),
+    ) -> None:
+        """``dra_versions``: the resource.k8s.io versions served (discovery and paths),
+        newest first; () serves no DRA at all, as a cluster before 1.32."""
         self.version = 1000
+        self.dra_versions = dra_versions
+        self.paths = dict(PATHS)
+        for version in dra_versions:
+            self.paths.update(dra_paths(version))
         self.objects: dict[str, dict[tuple[str, str], dict[str, Any]]] = {
-            r: {} for r, _, _ in PATHS.values()
+            r: {} for r, _, _ in self.paths.values()
         }
         #: resource -> [(version, type, object)], oldest first
         self.history: dict[str, list[tuple[int, str, dict[str, Any]]]] = {
@@ -72,6 +99,8 @@ class FakeKubeApi:
         self.requests: list[Request] = []
         self._cond = threading.Condition()
         for resource, objs in (cluster or {}).items():
+            if resource not in self.objects:  # DRA objects on a server without DRA
+                continue
             for obj in objs:
                 self._record(resource, "ADDED", obj, history=False)
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -118,12 +147,12 @@ class FakeKubeApi:
             self.history[resource].clear()
 
     def watches(self, resource: str) -> list[Request]:
-        path = next(p for p, (r, _, _) in PATHS.items() if r == resource)
-        return [r for r in self.requests if r.path == path and r.query.get("watch") == "true"]
+        paths = [p for p, (r, _, _) in self.paths.items() if r == resource]
+        return [r for r in self.requests if r.path in paths and r.query.get("watch") == "true"]
 
     def lists(self, resource: str) -> list[Request]:
-        path = next(p for p, (r, _, _) in PATHS.items() if r == resource)
-        return [r for r in self.requests if r.path == path and r.query.get("watch") != "true"]
+        paths = [p for p, (r, _, _) in self.paths.items() if r == resource]
+        return [r for r in self.requests if r.path in paths and r.query.get("watch") != "true"]
 
     def _record(self, resource: str, kind: str, obj: dict[str, Any], history: bool = True) -> None:
         with self._cond:
@@ -191,10 +220,12 @@ class FakeKubeApi:
                 fake.requests.append(Request(url.path, query))
                 if self.headers.get("Authorization") != f"Bearer {TOKEN}":
                     return self._json(401, _status(401, "Unauthorized", "Unauthorized"))
-                if url.path not in PATHS:
-                    missing = "the server could not find the requested resource"
+                missing = "the server could not find the requested resource"
+                if url.path.rstrip("/") == f"/apis/{DRA_GROUP}" and fake.dra_versions:
+                    return self._json(200, api_group(fake.dra_versions))
+                if url.path not in fake.paths:
                     return self._json(404, _status(404, "NotFound", missing))
-                resource, kind, api = PATHS[url.path]
+                resource, kind, api = fake.paths[url.path]
                 if resource in fake.forbid:
                     message = (f'{resource} is forbidden: User "system:serviceaccount:gpufleet:'
                                f'collector" cannot list resource "{resource}"')  # fmt: skip

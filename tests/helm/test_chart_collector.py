@@ -231,6 +231,8 @@ METADATA_RBAC = {
     "namespaces": {"get", "list", "watch"},
     "replicasets": {"get", "list", "watch"},
     "jobs": {"get", "list", "watch"},
+    "resourceclaims": {"get", "list", "watch"},
+    "resourceslices": {"get", "list", "watch"},
 }
 
 

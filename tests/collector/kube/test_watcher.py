@@ -113,12 +113,12 @@ def test_a_bookmark_moves_the_watch_on_so_reconnecting_needs_no_relist(
         store = watcher.store
         wait_for(lambda: store.counts() == ALL)
         pods = watch_of(watcher, POD)
-        opened = len(fake.watches(POD))
         namespace = copy.deepcopy(recorded_cluster()["namespaces"][2])
         fake.put(NAMESPACE, namespace)  # the version moves on, not through pods
         version = fake.version
         fake.bookmark(POD)
         wait_for(lambda: pods.stats.bookmarks == 1)
+        opened = len(fake.watches(POD))  # the watch that got the bookmark, or one before
         fake.compact(POD, below=version)  # a watch from before the bookmark would get 410
         wait_for(lambda: len(fake.watches(POD)) > opened)
         assert fake.watches(POD)[opened].query["resourceVersion"] == str(version)
