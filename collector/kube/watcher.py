@@ -12,6 +12,7 @@ dicts (never deserialised into the client's models: a pod model is ~50 objects).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
@@ -154,7 +155,10 @@ class ResourceWatch:
     def close(self) -> None:
         """End a watch stream in progress (from another thread)."""
         resp = self._resp
-        if resp is not None:
+        if resp is None:
+            return
+        # the stream may have ended meanwhile (the socket closed or released): then done
+        with contextlib.suppress(OSError, ValueError, RuntimeError):
             resp.shutdown()
 
     def _event(self, event: Mapping[str, Any]) -> str:
