@@ -375,6 +375,44 @@ INFLUX: tuple[MetricSpec, ...] = (
     INFLUX_ENQUEUED, INFLUX_WRITTEN, INFLUX_DROPPED, INFLUX_WRITE_FAILURES, INFLUX_QUEUE,
 )  # fmt: skip
 
+#: the Kubernetes metadata reader (collector/kube), when kubernetes.enabled
+KUBE_OBJECTS = MetricSpec(
+    "gpufleet_kube_objects",
+    "gauge",
+    "",
+    ("resource",),
+    "Objects the Kubernetes metadata reader holds, by resource (pods, namespaces, ...).",
+)
+KUBE_DROPPED = MetricSpec(
+    "gpufleet_kube_dropped_objects_total",
+    "counter",
+    "",
+    ("resource",),
+    "Objects not kept because kubernetes.max_pods or max_owners was reached: raise it.",
+)
+KUBE_LISTS = MetricSpec(
+    "gpufleet_kube_lists_total",
+    "counter",
+    "",
+    ("resource",),
+    "Full lists of a resource: one at start, one after each expired watch (410 Gone) or failure.",
+)
+KUBE_GONE = MetricSpec(
+    "gpufleet_kube_watch_expired_total",
+    "counter",
+    "",
+    ("resource",),
+    "Watches the API server ended with 410 Gone (too old a resourceVersion): each relisted.",
+)
+KUBE_FAILURES = MetricSpec(
+    "gpufleet_kube_failures_total",
+    "counter",
+    "",
+    ("resource",),
+    "Lists or watches that failed (unreachable, 401, 403: see the log); retried with backoff.",
+)
+KUBE: tuple[MetricSpec, ...] = (KUBE_OBJECTS, KUBE_DROPPED, KUBE_LISTS, KUBE_GONE, KUBE_FAILURES)
+
 RATES: tuple[MetricSpec, ...] = (FLEET_IDLE_COST, CARBON_PUE, CARBON_INTENSITY)
 
 # failed authentication at the HTTP edge (collector/http/auth.py); no token, no address
@@ -455,6 +493,7 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     WORKLOAD_ESTIMATED_ENERGY,
     WORKLOAD_CARBON,
     WORKLOAD_INFO,
+    *KUBE,
     CARBON_PUE,
     CARBON_INTENSITY,
     RECOMMENDATIONS_OPEN,

@@ -25,6 +25,7 @@ from collector.http.app import create_app
 from collector.http.auth import Gate, Token, load_tokens
 from collector.http.views import ViewCache
 from collector.influx.hooks import InfluxObserver, InfluxSinkMetrics, build_influx_sink
+from collector.kube.metrics import KubeReaderMetrics
 from collector.ledger.store import Ledger
 from collector.metrics.cache import Exposition, Refresh
 from collector.metrics.exporter import RatesExporter
@@ -193,6 +194,7 @@ def build_collector(
             plans_exporter(ledger, prices, settings, clock),
             *([InfluxSinkMetrics(influx)] if influx is not None else []),
             *([alerting.exporter] if alerting is not None and alerting.exporter else []),
+            *([KubeReaderMetrics(kube.store, kube.watches)] if kube is not None else []),
         ],
         views=views,
         exposition=exposition,
