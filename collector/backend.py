@@ -178,9 +178,12 @@ class EnergyTotal(msgspec.Struct, frozen=True, gc=False):
     estimated_energy_joules: float = 0.0
     #: when the workload last held a GPU (event time); inf for the unallocated row
     last_seen: float = math.inf
-    #: the workload's owner (``Kind/namespace/name``) and user, "" when unknown
+    #: the workload's owner (``Kind/namespace/name``), user, queue and priority class,
+    #: "" when unknown
     owner: str = ""
     user: str = ""
+    queue: str = ""
+    priority_class: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,6 +41,8 @@ class GpuState(enum.StrEnum):
 #: the ``Workload.labels`` key that names a pod's owner, the top of its owner chain as
 #: ``Kind/namespace/name`` ("Deployment/ml/llm-serve"); set at ingest (collector/kube)
 OWNER_LABEL = "k8s_owner"
+#: ... its scheduler queue (Kueue, Volcano) and priority class, likewise
+QUEUE_LABEL, PRIORITY_CLASS_LABEL = "k8s_queue", "k8s_priority_class"
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +57,9 @@ class WorkloadRef:
     user: str = ""
     #: the top of a pod's owner chain, ``Kind/namespace/name``; "" when none is known
     owner: str = ""
+    #: a pod's scheduler queue and priority class; "" when none
+    queue: str = ""
+    priority_class: str = ""
 
 
 class Interval(msgspec.Struct, gc=False):

@@ -181,6 +181,8 @@ def energy_totals(ledger_totals: LedgerTotals) -> list[EnergyTotal]:
             seen.get(ref.key, math.inf),
             ref.owner,
             ref.user,
+            ref.queue,
+            ref.priority_class,
         )
         for ref, u in ledger_totals.by_workload
     ]

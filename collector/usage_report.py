@@ -75,7 +75,7 @@ def group_report(ledger: Ledger, by: Group, period: LedgerPeriod) -> GroupReport
     by_node = groups if by == "node" else ledger.usage_by_group(period.start, period.end, "node")
     total = usage_sum(u for _, u in by_node)
     rows = [(name or NO_LABEL, usage) for name, usage in groups]
-    if by in ("namespace", "team", "owner"):
+    if by in ("namespace", "team", "owner", "queue"):
         unallocated = usage_left(total, usage_sum(u for _, u in groups))
         if any(getattr(unallocated, f) > 0 for f in _USAGE_FIELDS):
             rows.append((UNALLOCATED, unallocated))

@@ -21,7 +21,7 @@ from agent.model import (
     WorkloadKind,
 )
 from collector.analysis.physical import ENERGY_SLACK_SECONDS
-from collector.records import OWNER_LABEL, WorkloadRef
+from collector.records import OWNER_LABEL, PRIORITY_CLASS_LABEL, QUEUE_LABEL, WorkloadRef
 
 
 class EnergyReading(Protocol):
@@ -98,6 +98,8 @@ def workload_ref(w: Workload) -> WorkloadRef:
         team=w.team or labels.get("team", ""),
         user=w.user or "",
         owner=labels.get(OWNER_LABEL) or _job_owner(w),
+        queue=labels.get(QUEUE_LABEL, ""),
+        priority_class=labels.get(PRIORITY_CLASS_LABEL, ""),
     )
 
 

@@ -16,7 +16,6 @@ import msgspec
 from agent.model import Batch, GpuSample, Workload, WorkloadKind
 from collector.kube.owners import (
     NO_MARKS,
-    PRIORITY_CLASS_LABEL,
     Attribution,
     Keys,
     attribute,
@@ -25,9 +24,8 @@ from collector.kube.owners import (
 )
 from collector.kube.settings import KubeMetadataSettings
 from collector.kube.store import MetadataStore
-from collector.records import OWNER_LABEL
+from collector.records import OWNER_LABEL, PRIORITY_CLASS_LABEL, QUEUE_LABEL
 
-QUEUE_LABEL = "k8s_queue"
 #: memoised workloads past which the memo starts afresh (pods come and go)
 MEMO_LIMIT = 200_000
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from collector.records import PRIORITY_CLASS_LABEL
+
 #: an ownerReference as (kind, name); the namespace is the pod's
 Ref = tuple[str, str]
 #: (kind, namespace, name) -> that object's controller ownerReference, None when unknown
@@ -31,7 +33,6 @@ OWNER_LABELS: tuple[Ref, ...] = (
     ("DaemonSet", "k8s_daemonset_name"),
 )
 CUSTOM_KIND_LABEL, CUSTOM_NAME_LABEL = "k8s_owner_kind", "k8s_owner_name"
-PRIORITY_CLASS_LABEL = "k8s_priority_class"
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ from collector.actions.settings import KubernetesSettings
 from gpufleet.settings import ConfigError
 
 #: the attributes kubernetes.metric_labels may name (catalogue.WORKLOAD_INFO_LABELS)
-METRIC_LABELS = ("team", "user", "owner_kind", "owner_name")
+METRIC_LABELS = ("team", "user", "owner_kind", "owner_name", "queue", "priority_class")
 
 
 @dataclass(frozen=True)
@@ -45,8 +45,8 @@ class KubeMetadataSettings:
         default_factory=lambda: ["kueue.x-k8s.io/queue-name", "volcano.sh/queue-name"]
     )
     #: which of a workload's attributes label its ``gpufleet_workload_info`` series (of
-    #: team, user, owner_kind, owner_name; the rest stay empty, so absent): few, as Mimir
-    #: refuses series with more than 30 labels and each is a label of every join
+    #: team, user, owner_kind, owner_name, queue, priority_class; the rest stay empty, so
+    #: absent): few, as Mimir refuses series with more than 30 labels
     metric_labels: list[str] = field(default_factory=lambda: ["team", "owner_kind", "owner_name"])
     #: pods kept in memory (~1 KiB each); past it new pods are counted and not kept
     max_pods: int = 100_000

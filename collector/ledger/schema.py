@@ -157,9 +157,12 @@ INSERT INTO workload_usage_daily (day_start, workload_key, {", ".join(USAGE_COLU
   FROM workload_usage_hourly GROUP BY 1, 2;
 """
 
-#: a pod's owner, the top of its owner chain ("Deployment/ml/llm-serve"; collector/kube)
+#: a pod's owner, the top of its owner chain ("Deployment/ml/llm-serve"), its scheduler
+#: queue and priority class (collector/kube)
 _V6 = """
 ALTER TABLE workloads ADD COLUMN owner TEXT NOT NULL DEFAULT '';
+ALTER TABLE workloads ADD COLUMN queue TEXT NOT NULL DEFAULT '';
+ALTER TABLE workloads ADD COLUMN priority_class TEXT NOT NULL DEFAULT '';
 """
 
 MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6)

@@ -97,7 +97,9 @@ WORKLOAD_CARBON = MetricSpec(
     "Grams CO2e of that energy (kWh x PUE x grid intensity of the node's region).",
 )
 #: the attributes gpufleet_workload_info may carry, those kubernetes.metric_labels allows
-WORKLOAD_INFO_LABELS: tuple[str, ...] = ("team", "user", "owner_kind", "owner_name")
+WORKLOAD_INFO_LABELS: tuple[str, ...] = (
+    "team", "user", "owner_kind", "owner_name", "queue", "priority_class",
+)  # fmt: skip
 WORKLOAD_INFO = MetricSpec(
     "gpufleet_workload_info",
     "gauge",

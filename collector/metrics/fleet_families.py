@@ -146,7 +146,8 @@ def workload_info(
             continue
         kind, _, rest = item.owner.partition("/")
         name = rest.rpartition("/")[2]
-        values = {"team": item.team, "user": item.user, "owner_kind": kind, "owner_name": name}
+        values = {"team": item.team, "user": item.user, "owner_kind": kind, "owner_name": name,
+                  "queue": item.queue, "priority_class": item.priority_class}  # fmt: skip
         attrs = tuple(values[k] if k in allowed else "" for k in cat.WORKLOAD_INFO_LABELS)
         info[(item.namespace, item.workload, *attrs)] = 1.0
     return info

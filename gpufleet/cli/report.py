@@ -49,7 +49,9 @@ def add_parser(commands: Any) -> None:
     p.add_argument("--config", type=Path, help="the collector's YAML settings")
     p.add_argument("--db", help="ledger: SQLite file (default: from config, gpufleet.db)")
     p.add_argument(
-        "--by", choices=["namespace", "team", "owner", "model", "node"], default="namespace"
+        "--by",
+        choices=["namespace", "team", "owner", "queue", "model", "node"],
+        default="namespace",
     )
     p.add_argument("--period", default="7d", help="how far back: e.g. 24h, 7d, 4w (default 7d)")
     p.add_argument(
@@ -200,7 +202,7 @@ def _minute(ts: float) -> str:
 def _caption(answer: GroupReport, total: dict[str, Any]) -> str:
     asked = answer.period
     lines = [f"asked {iso(asked.asked_start)} to {iso(asked.asked_end)}; {PERIOD_RULE}"]
-    if answer.by in ("namespace", "team", "owner"):
+    if answer.by in ("namespace", "team", "owner", "queue"):
         lines.append("(unallocated): GPU time no workload held")
     if total["estimated_energy_kwh"] == 0:
         lines.append("energy: all from NVML energy counters, none estimated from power")

@@ -95,6 +95,33 @@ def test_api_metadata_wins_over_labels_and_the_agents_own_team_wins_over_both(
         assert (unknown.team, unknown.owner) == ("llm-platform", "")
 
 
+def test_the_ledger_keeps_a_pods_queue_and_priority_class(
+    fake: FakeKubeApi, tmp_path: Path
+) -> None:
+    with running(reader_settings(fake, tmp_path)) as watcher:
+        wait_for(lambda: watcher.store.counts() == ALL)
+        rates = Rates(PriceBook.example(), IntensityTable.default(), CarbonSettings())
+        core = CollectorCore.build(
+            CollectorSettings(), Ledger.open(str(tmp_path / "l.db")), rates, lambda: T0 + 60,
+            WorkloadEnricher(KEYS, watcher.store),
+        )  # fmt: skip
+        try:
+            bert = pod("bert-finetune-worker-0")
+            for seq, t in enumerate(range(0, 60, 10), start=1):
+                body = msgspec.json.encode(one_sample_batch(bert, seq, float(t)))
+                core.service.submit(body, None, T0 + t).result(10)
+            core.applier.tick(flush=True)
+            by_queue = group_report(core.ledger, "queue", ledger_period(T0, T0 + 3600, T0 + 60))
+            (ref,) = [r for r, _ in core.ledger.usage_totals_by_workload()]
+        finally:
+            core.close()
+            core.ledger.close()
+    assert [name for name, _ in by_queue.rows] == ["team-nlp-gpu"]
+    assert (ref.queue, ref.priority_class, ref.owner) == (
+        "team-nlp-gpu", "batch-low", "PyTorchJob/ml/bert-finetune"
+    )  # fmt: skip
+
+
 def test_the_ledger_groups_a_pods_usage_by_its_owner_and_team(
     fake: FakeKubeApi, tmp_path: Path
 ) -> None:

@@ -30,18 +30,19 @@ def info(allowed: list[str]) -> dict[tuple[str, ...], float]:
 def test_the_default_names_team_and_owner_and_leaves_the_user_out() -> None:
     labels = dict.fromkeys(KubeMetadataSettings().metric_labels)
     assert info(list(labels)) == {
-        ("ml", SERVE.workload, "llm-platform", "", "Deployment", "llm-serve"): 1.0,
-        ("physics", "slurm:991", "lattice", "", "User", "alice"): 1.0,
+        ("ml", SERVE.workload, "llm-platform", "", "Deployment", "llm-serve", "", ""): 1.0,
+        ("physics", "slurm:991", "lattice", "", "User", "alice", "", ""): 1.0,
     }  # the unallocated row and a workload past the series TTL have none
     assert cat.WORKLOAD_INFO.labels == (
-        "k8s_namespace_name", "workload", "team", "user", "owner_kind", "owner_name"
+        "k8s_namespace_name", "workload", "team", "user", "owner_kind", "owner_name", "queue",
+        "priority_class",
     )  # fmt: skip
 
 
 def test_an_allowlist_of_one_keeps_only_that() -> None:
     assert set(info(["user"])) == {
-        ("ml", SERVE.workload, "", "ml-oncall", "", ""),
-        ("physics", "slurm:991", "", "alice", "", ""),
+        ("ml", SERVE.workload, "", "ml-oncall", "", "", "", ""),
+        ("physics", "slurm:991", "", "alice", "", "", "", ""),
     }
 
 
