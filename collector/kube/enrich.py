@@ -47,14 +47,16 @@ class WorkloadEnricher:
         samples: list[GpuSample] = []
         changed = False
         for sample in batch.samples:
-            held = sample.workloads or self.claimed(sample.gpu_uuid)
+            held = sample.workloads
             if held:
                 enriched = tuple(self.workload(w, generation) for w in held)
-                if enriched != sample.workloads or any(
-                    a is not b for a, b in zip(enriched, held, strict=True)
-                ):
+                if any(a is not b for a, b in zip(enriched, held, strict=True)):
                     sample = msgspec.structs.replace(sample, workloads=enriched)
                     changed = True
+            elif claimed := self.claimed(sample.gpu_uuid):  # a ResourceClaim says whom
+                enriched = tuple(self.workload(w, generation) for w in claimed)
+                sample = msgspec.structs.replace(sample, workloads=enriched)
+                changed = True
             samples.append(sample)
         return msgspec.structs.replace(batch, samples=tuple(samples)) if changed else batch
 
