@@ -27,6 +27,7 @@ from collector.fleet.live import LiveFleet
 from collector.ingest.decode import accept_body
 from collector.ingest.queue import IngestQueue
 from collector.ingest.stats import IngestStats
+from collector.kube.enrich import WorkloadEnricher, keys_of
 from collector.ledger import live_gpus
 from collector.ledger.observers import Observers
 from collector.ledger.sql import Connection
@@ -113,8 +114,11 @@ def build_replica_core(
     rates: Rates,
     leases: Callable[[], LeaseState],
     clock: Callable[[], float] = time.time,
+    enrich: Callable[[Batch], Batch] | None = None,
 ) -> CollectorCore:
-    """The core of one replica; ``leases`` is its keeper's state now."""
+    """The core of one replica; ``leases`` is its keeper's state now; ``enrich`` as
+    ``CollectorCore.build``'s, applied where a shard's owner takes a batch."""
+    attribute = enrich or WorkloadEnricher(keys_of(settings.kubernetes))
     stats, observers, health = IngestStats(), Observers(), WriteHealth(clock)
     totals = RunningTotals(ledger)
     observers.attach(totals)
@@ -133,7 +137,7 @@ def build_replica_core(
         return fleet, applier
 
     def check(body: bytes, at: float) -> Batch:
-        return accept_body(body, None, at, settings)
+        return attribute(accept_body(body, None, at, settings))
 
     shards = settings.cluster.shard_count
     sharded = ShardedApplier(ledger, leases, make_part, check, shards, health, commit_every,

@@ -94,7 +94,7 @@ def create_app(
     if exposition is None:
         exposition = Exposition(clock, settings.ingest.apply_interval_seconds)
     fleet_views = exposition.once_per_render(backend.fleet)  # shared with the rates, if asked
-    exporters = backend_exporters(backend, clock, fleet_views)
+    exporters = backend_exporters(backend, clock, fleet_views, settings.kubernetes.metric_labels)
     for collector in (*exporters, AuthExporter(gate), *collectors):
         exposition.register(collector)
     exposition.register(api.admission)

@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 
 from prometheus_client.metrics_core import Metric
 
@@ -41,6 +41,7 @@ from collector.metrics.families import Family
 from collector.metrics.families import family as family
 from collector.metrics.families import filled as filled
 from collector.metrics.fleet_families import (
+    DEFAULT_INFO_LABELS,
     fleet_families,
     health_families,
     ingest_families,
@@ -63,7 +64,7 @@ FLEET_SPECS = (
 )  # fmt: skip
 WORKLOAD_SPECS = (
     cat.WORKLOAD_IDLE, cat.WORKLOAD_WASTE, cat.WORKLOAD_ENERGY, cat.WORKLOAD_ESTIMATED_ENERGY,
-    cat.WORKLOAD_CARBON,
+    cat.WORKLOAD_CARBON, cat.WORKLOAD_INFO,
 )  # fmt: skip
 SELF_SPECS = (
     cat.BATCHES, cat.REJECTED_BATCHES, cat.SAMPLES, cat.REJECTED_SAMPLES, cat.LATE_SAMPLES,
@@ -153,15 +154,23 @@ class WorkloadExporter(_Families):
     specs = WORKLOAD_SPECS
 
     def __init__(
-        self, backend: CollectorBackend, clock: Callable[[], float], errors: ExportErrors
+        self,
+        backend: CollectorBackend,
+        clock: Callable[[], float],
+        errors: ExportErrors,
+        info_labels: Collection[str] = DEFAULT_INFO_LABELS,
     ) -> None:
+        """``info_labels``: the attributes gpufleet_workload_info carries
+        (kubernetes.metric_labels)."""
         self._backend, self._clock, self._errors = backend, clock, errors
+        self._info_labels = info_labels
 
     def families(self) -> list[Family]:
         return self._errors.guarded("totals", self._workload_families)
 
     def _workload_families(self) -> list[Family]:
-        return workload_families(self._backend.fleet_totals(), self._clock())
+        totals = self._backend.fleet_totals()
+        return workload_families(totals, self._clock(), self._info_labels)
 
 
 class SelfExporter(_Families):
@@ -185,13 +194,14 @@ def backend_exporters(
     backend: CollectorBackend,
     clock: Callable[[], float],
     views: Callable[[float], list[GpuView]] | None = None,
+    info_labels: Collection[str] = DEFAULT_INFO_LABELS,
 ) -> tuple[FleetExporter, WorkloadExporter, SelfExporter]:
     """The three collectors over one backend, sharing one export-error tally; ``views``
-    as FleetExporter takes it."""
+    as FleetExporter takes it, ``info_labels`` as WorkloadExporter does."""
     errors = ExportErrors()
     return (
         FleetExporter(backend, clock, errors, views),
-        WorkloadExporter(backend, clock, errors),
+        WorkloadExporter(backend, clock, errors, info_labels),
         SelfExporter(backend, errors),
     )
 

@@ -88,7 +88,7 @@ def release_plans(
             held.setdefault(ref.key, (ref, []))[1].append(view)
     out = {}
     for key, (ref, views) in held.items():
-        policy = actions.policy_for(ref.namespace)
+        policy = actions.policy_of(ref)
         exempt = exempt_by_settings(ref, actions.exempt_namespaces, actions.exempt_users)
         if policy.mode == "off" or exempt:
             continue

@@ -30,6 +30,7 @@ from collector.http.auth import Gate, Token, load_tokens
 from collector.http.savings import savings_routes
 from collector.http.views import ViewCache
 from collector.influx.hooks import InfluxObserver, InfluxSinkMetrics, build_influx_sink
+from collector.kube.metrics import KubeReaderMetrics
 from collector.ledger.store import Ledger
 from collector.metrics.cache import Exposition, Refresh
 from collector.metrics.exporter import RatesExporter
@@ -41,6 +42,7 @@ from collector.service import CollectorCore
 from collector.web import ConsoleSources, SeriesBuffer, console_routes
 from collector.web.plans_routes import plans_exporter, plans_routes
 from gpufleet.cli.alerting import Alerting, build_alerting
+from gpufleet.cli.kube_metadata import start_metadata
 from gpufleet.cli.listen import check_free
 from gpufleet.cli.report_mail import ReportMailer
 from gpufleet.cli.schedule import PeriodicJobs
@@ -48,6 +50,7 @@ from gpufleet.settings import load_settings
 
 if TYPE_CHECKING:
     from collector.influx.sink import InfluxSink
+    from collector.kube.watcher import MetadataWatcher
 
 log = logging.getLogger("gpufleet.collector")
 
@@ -107,6 +110,8 @@ class Collector:
     reports: ReportMailer | None = None
     #: a replica's shard and leader leases (a PostgreSQL ledger; None: one collector)
     keeper: LeaseKeeper | None = None
+    #: the Kubernetes metadata watches (settings.kubernetes), None when off
+    kube: MetadataWatcher | None = None
 
     def leads(self) -> bool:
         """Whether fleet-wide work runs here: always for one collector; on the leader
@@ -164,6 +169,8 @@ class Collector:
     def stop(self) -> None:
         if self.scheduler.running:
             self.scheduler.shutdown(wait=True)
+        if self.kube is not None:
+            self.kube.close()
         self.core.close()
         self.core.applier.tick(flush=True)
         if self.keeper is not None:  # applied what it held: others take its shards now
@@ -196,10 +203,11 @@ def build_collector(
     rates = Rates(prices, table, settings.carbon, feed)
     ledger, influx = _open_ledger(settings, rates.currency)
     keeper = _start_keeper(settings, ledger)
+    enricher, kube = start_metadata(settings.kubernetes)
     core = (
-        CollectorCore.build(settings, ledger, rates, clock)
+        CollectorCore.build(settings, ledger, rates, clock, enricher)
         if keeper is None
-        else build_replica_core(settings, ledger, rates, lambda: keeper.state, clock)
+        else build_replica_core(settings, ledger, rates, lambda: keeper.state, clock, enricher)
     )
     if influx is not None:
         core.observers.attach(InfluxObserver(influx))
@@ -233,6 +241,7 @@ def build_collector(
             SavingsExporter(partial(savings_report, ledger, currency=rates.currency), clock),
             *([InfluxSinkMetrics(influx)] if influx is not None else []),
             *([alerting.exporter] if alerting is not None and alerting.exporter else []),
+            *([KubeReaderMetrics(kube.store, kube.watches)] if kube is not None else []),
         ],
         views=views,
         exposition=exposition,
@@ -245,7 +254,18 @@ def build_collector(
         announce = alerting.notifier.announce if alerting and alerting.notifier else None
         reports = ReportMailer(settings, ledger, rates.currency, announce, clock)
     return Collector(
-        settings, ledger, core, app, scheduler, influx, alerting, clock, exposition, reports, keeper
+        settings,
+        ledger,
+        core,
+        app,
+        scheduler,
+        influx,
+        alerting,
+        clock,
+        exposition,
+        reports,
+        keeper,
+        kube,
     )
 
 

@@ -47,6 +47,10 @@ COLLECTOR_OWNED = {
     "cluster.replica_id": "the pod name (GPUFLEET_CLUSTER__REPLICA_ID, downward API)",
     "influx.token": "never inline: the Secret",
     "influx.token_file": "the mounted Secret's influx-token",
+    "kubernetes.host": "in-cluster: the collector's ServiceAccount",
+    "kubernetes.kubeconfig": "in-cluster: the collector's ServiceAccount",
+    "kubernetes.token_file": "in-cluster: the collector's ServiceAccount",
+    "kubernetes.ca_file": "in-cluster: the collector's ServiceAccount",
 }
 #: actions.kubernetes: in-cluster ServiceAccount, enabled when a policy enforces;
 #: actions.webhook: secret.actionWebhook / secret.actionWebhookKey as files

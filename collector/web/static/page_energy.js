@@ -51,12 +51,12 @@ function groupTable(rows, id, cur, total) {
 
 function workloadTable(workloads) {
   const columns = [{ label: t("col.workload") }, { label: t("col.namespace") }, { label: t("col.team") },
-    { label: `${t("col.energy")} (kWh)`, num: true }, { label: `${t("col.carbon")} (kgCO2e)`, num: true },
+    { label: t("col.owner") }, { label: `${t("col.energy")} (kWh)`, num: true }, { label: `${t("col.carbon")} (kgCO2e)`, num: true },
     { label: t("col.episodes"), num: true }];
   const top = [...workloads].sort((a, b) => b.usage.energy_joules - a.usage.energy_joules).slice(0, 50);
   return table(columns, top.map((w) => h("tr", { "data-workload": w.key },
     h("td", {}, h("a", { href: workloadHref(w.key) }, w.key)), h("td", {}, w.namespace), h("td", {}, w.team),
-    h("td", { class: "num" }, f.kwh(w.usage.energy_joules)), h("td", { class: "num" }, f.kg(w.usage.carbon_grams)),
+    h("td", { "data-col": "owner" }, w.owner), h("td", { class: "num" }, f.kwh(w.usage.energy_joules)), h("td", { class: "num" }, f.kg(w.usage.carbon_grams)),
     h("td", { class: "num" }, f.int(w.idle_episodes)))), { "data-table": "workloads" });
 }
 

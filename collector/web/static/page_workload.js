@@ -15,7 +15,7 @@ const CHARTS = [
 
 function facts(report) {
   const rows = [["wl.kind", report.kind], ["wl.namespace", report.namespace], ["wl.team", report.team],
-    ["wl.user", report.user], ["wl.models", report.gpu_models.join(", ")]];
+    ["wl.user", report.user], ["wl.owner", report.owner], ["wl.models", report.gpu_models.join(", ")]];
   return h("dl", { class: "facts" }, rows.filter(([, v]) => v).map(([k, v]) => h("div", {}, h("dt", {}, t(k)), h("dd", {}, v))));
 }
 

@@ -226,6 +226,19 @@ def test_energy_page_by_namespace_equals_the_api(tab: Tab, demo: RunningDemo) ->
         assert shown(shown_rows[name].locator("[data-col='kwh']").inner_text(), joules / 3.6e6, 2)
 
 
+def test_energy_page_names_each_workloads_team_and_owner(tab: Tab, demo: RunningDemo) -> None:
+    page = tab.open("/ui/energy")
+    now = api(demo, "/v1/fleet")["now"]
+    workloads = {w["key"]: w for w in api(demo, "/v1/workloads", **today(now))["workloads"]}
+    rows = page.locator("[data-table='workloads'] tbody tr")
+    assert rows.count() > 0
+    for i in range(rows.count()):
+        row = rows.nth(i)
+        report = workloads[row.get_attribute("data-workload")]
+        assert report["owner"] and report["team"]  # the demo's simulated pods and jobs
+        assert row.locator("[data-col='owner']").inner_text() == report["owner"]
+
+
 def test_plans_page_equals_the_api(tab: Tab, demo: RunningDemo) -> None:
     page = tab.open("/ui/plans")
     now = api(demo, "/v1/fleet")["now"]
