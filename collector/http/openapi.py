@@ -244,6 +244,12 @@ def _paths() -> dict[str, Any]:
              "404": _error("No recommendation with that id")},
             admin,
             parameters=[rec_id])},
+        "/v1/recommendations/{rec_id}/restore": {"post": _operation(
+            "Undo a dismissal: the recommendation is open again",
+            {"200": _json("Recommendation", "The restored recommendation"),
+             "404": _error("No recommendation with that id")},
+            admin,
+            parameters=[rec_id])},
         "/healthz": {"get": _operation("The detailed health report: ledger, write path", {
             "200": _json("HealthReport", "Healthy"),
             "503": _json("HealthReport", "The ledger does not answer or its writes fail")})},

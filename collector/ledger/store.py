@@ -353,3 +353,7 @@ class Ledger:
     ) -> Recommendation | None:
         with self._write() as conn:
             return recs.dismiss(conn, rec_id, now, by)
+
+    def restore_recommendation(self, rec_id: str, now: float) -> Recommendation | None:
+        with self._write() as conn:
+            return recs.restore(conn, rec_id, now)
