@@ -95,7 +95,9 @@ def create_app(
         exposition.register(collector)
     exposition.register(api.admission)
     guard = gate.guard
-    reads = ReadRoutes(backend, clock, views or ViewCache(clock))
+    cache = views or ViewCache(clock)
+    reads = ReadRoutes(backend, clock, cache)
+    api.after_action = lambda: cache.forget("recommendations")  # shown at the next read
     metrics = _metrics_endpoint(exposition)
     if settings.server.metrics_require_token:
         metrics = guard(Scope.METRICS, metrics)
@@ -141,6 +143,8 @@ class _Api:
         self.gate = gate
         self.clock = clock
         self.admission = Admission(settings.server)
+        #: called after a dismissal or its undo (create_app: forget the cached lists)
+        self.after_action: Callable[[], None] = lambda: None
         #: whether the last batch the core was to store failed (its ERROR is logged once)
         self.store_failing = False
         #: reason -> when a refusal for it was last logged (monotonic seconds)
@@ -221,6 +225,7 @@ class _Api:
     async def dismiss(self, request: Request) -> Response:
         rec_id = request.path_params["rec_id"]
         rec = await run_in_threadpool(self.backend.dismiss, rec_id, self.clock())
+        self.after_action()
         if rec is None:
             return error_response(404, f"no recommendation with id {rec_id!r}", "rec_id")
         return json_response(rec)
@@ -228,6 +233,7 @@ class _Api:
     async def restore(self, request: Request) -> Response:
         rec_id = request.path_params["rec_id"]
         rec = await run_in_threadpool(self.backend.restore, rec_id, self.clock())
+        self.after_action()
         if rec is None:
             return error_response(404, f"no recommendation with id {rec_id!r}", "rec_id")
         return json_response(rec)
