@@ -6,7 +6,8 @@ and SVG charts itself from files shipped in this package. No page loads anything
 another origin: the Content-Security-Policy says ``'self'`` only.
 
 API routes added here, behind the same bearer auth as the rest of /v1 (the ``read``
-scope; dismissing from the console needs ``admin`` as well):
+scope; dismissing from the console needs ``admin`` as well). Any other ``/ui/`` path
+answers the console's shell with its "page not found", status 404.
 
 - ``GET /v1/fleet/summary`` and ``GET /v1/gpus/usage``: collector/web/fleet_api.py.
 - ``GET /v1/gpus/{uuid}/series?start=&end=``: recent per-minute buckets of one GPU
@@ -88,6 +89,9 @@ def console_routes(
     ]
     for path, page in PAGES.items():
         routes.append(Route(f"/ui/{path}", _page(shell.replace("__PAGE__", page)), methods=["GET"]))
+    # any other /ui/ path: the console's own "page not found" (404), not the API's JSON
+    missing = _page(shell.replace("__PAGE__", "notfound"), status_code=404)
+    routes.append(Route("/ui/{rest:path}", missing, methods=["GET"]))
     return routes
 
 
@@ -95,9 +99,10 @@ def _read(name: str) -> str:
     return resources.files("collector.web").joinpath("static", name).read_text(encoding="utf-8")
 
 
-def _page(html: str) -> Handler:
+def _page(html: str, status_code: int = 200) -> Handler:
     async def page(request: Request) -> Response:
-        return HTMLResponse(html, headers={**SECURITY_HEADERS, "Cache-Control": "no-store"})
+        headers = {**SECURITY_HEADERS, "Cache-Control": "no-store"}
+        return HTMLResponse(html, status_code=status_code, headers=headers)
 
     return page
 

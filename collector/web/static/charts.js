@@ -61,7 +61,7 @@ export function lineChart(series, opts) {
     grid(axis, y, opts.tStart, opts.tEnd, x, opts.format), paths);
   const legend = h("ul", { class: "legend" }, series.map((one, i) => {
     const last = [...one.points].reverse().find((p) => p.v !== null);
-    return h("li", { "data-series": one.name }, h("span", { class: `swatch series-${i % 8}` }), one.name, " ",
+    return h("li", { "data-series": one.name }, h("span", { class: `swatch series-${i % 8}` }), h("span", { translate: "no" }, one.name), " ",
       h("span", { class: "muted", "data-last": last ? last.v : "" }, last ? opts.format(last.v) + opts.unit : "—"));
   }));
   return h("figure", { class: "chart", "data-chart": opts.id },
@@ -76,7 +76,7 @@ export function barChart(rows, opts) {
   const bars = rows.map((r, i) => {
     const yPos = 3 + i * rowH;
     const width = (Math.max(0, r.value) / top) * (W - labelW - valueW);
-    return s("g", { "data-bar": r.label },
+    return s("g", { "data-bar": r.label, translate: r.muted ? null : "no" },
       s("text", { class: "bar-label", x: labelW - 8, y: yPos + 16, "text-anchor": "end" }, r.label),
       s("rect", { class: `bar ${r.muted ? "bar-muted" : ""}`, x: labelW, y: yPos + 3, width: Math.max(1, width), height: rowH - 8, rx: 3 }),
       s("text", { class: "bar-value", x: labelW + width + 6, y: yPos + 16 }, r.text));

@@ -14,9 +14,12 @@ const CHARTS = [
 ];
 
 function facts(report) {
-  const rows = [["wl.kind", report.kind], ["wl.namespace", report.namespace], ["wl.team", report.team],
-    ["wl.user", report.user], ["wl.models", report.gpu_models.join(", ")]];
-  return h("dl", { class: "facts" }, rows.filter(([, v]) => v).map(([k, v]) => h("div", {}, h("dt", {}, t(k)), h("dd", {}, v))));
+  // the kind in words ("Kubernetes pod"); the names are data
+  const kind = t("wkind." + report.kind) === "wkind." + report.kind ? report.kind : t("wkind." + report.kind);
+  const rows = [["wl.kind", kind, null], ["wl.namespace", report.namespace, "no"], ["wl.team", report.team, "no"],
+    ["wl.user", report.user, "no"], ["wl.models", report.gpu_models.join(", "), "no"]];
+  return h("dl", { class: "facts" }, rows.filter(([, v]) => v).map(([k, v, raw]) =>
+    h("div", {}, h("dt", {}, t(k)), h("dd", { translate: raw }, v))));
 }
 
 async function charts(gpus, now) {
@@ -38,7 +41,7 @@ export async function render({ summary, params }) {
     getJSON(query("/v1/workloads", { start: now - 86400, end: now })),
     key ? fleetGpus({ workload: key }) : []]); // the GPUs it holds, filtered on the server
   const report = answer.workloads.find((w) => w.key === key);
-  const head = h("h1", {}, t("wl.title"), " ", h("code", { "data-figure": "workload-key" }, key));
+  const head = h("h1", {}, t("wl.title"), " ", h("code", { "data-figure": "workload-key", translate: "no" }, key));
   if (!report) return h("div", { class: "page" }, head, h("p", { class: "muted" }, t("wl.missing", { key })));
   const u = report.usage;
   return h("div", { class: "page" }, head, facts(report),

@@ -21,12 +21,14 @@ pytestmark = [
 ]
 
 PAGES = ["/ui/", "/ui/idle", "/ui/recommendations", "/ui/energy", "/ui/plans"]
+DEMO_OPTIONS = ["--nodes", "3", "--spare"]
 WASTING = ("allocated_idle", "unallocated")
 
 
 @pytest.fixture(scope="module")
 def demo() -> Iterator[RunningDemo]:
-    with running_demo(free_port_block(5)) as running:
+    # three nodes that run work and one nobody uses (a scale-down): 32 GPUs
+    with running_demo(free_port_block(5), options=DEMO_OPTIONS) as running:
         yield running
 
 
@@ -268,24 +270,23 @@ def test_evidence_reads_as_words_in_both_languages(browser: Any, demo: RunningDe
     assert labels["en"].isdisjoint(labels["zh"] - {"GPU"})
 
 
-def test_recommendations_page_shows_savings_and_dismisses(tab: Tab, demo: RunningDemo) -> None:
+def test_recommendations_page_shows_savings_grouped_by_kind(tab: Tab, demo: RunningDemo) -> None:
     page = tab.open("/ui/recommendations")
     recs = api(demo, "/v1/recommendations")["recommendations"]
-    rows = page.locator("[data-table='recommendations'] tbody tr")
+    rows = page.locator("[data-table='recommendations'] tbody tr[data-rec]")
+    # grouped by kind, most saving first within a kind (the API's order)
+    grouped = sorted(recs, key=lambda r: r["kind"])
     assert [rows.nth(i).get_attribute("data-rec") for i in range(rows.count())] == [
-        r["id"] for r in recs] and recs  # fmt: skip
+        r["id"] for r in grouped] and recs  # fmt: skip
+    heads = page.locator("tr.dt-group").evaluate_all("hs => hs.map(h => h.dataset.groupRow)")
+    assert heads == sorted({r["kind"] for r in recs})
+    recs = grouped
     for i, rec in enumerate(recs):
         for col, field in (("money", "money_per_month"), ("kwh", "energy_kwh_per_month"),
                            ("kg", "carbon_kg_per_month")):  # fmt: skip
             assert shown(rows.nth(i).locator(f"[data-col='{col}']").inner_text(),
                          rec["savings"][field], 0)  # fmt: skip
     assert shown(tab.figure("rec-money"), sum(r["savings"]["money_per_month"] for r in recs), 0)
-    victim = recs[-1]["id"]
-    page.locator(f"[data-dismiss='{victim}']").click()
-    page.wait_for_selector(f"tr[data-rec='{victim}']", state="detached", timeout=10_000)
-    assert victim not in [r["id"] for r in api(demo, "/v1/recommendations")["recommendations"]]
-    every = api(demo, "/v1/recommendations", status="all")["recommendations"]
-    assert next(r for r in every if r["id"] == victim)["status"] == "dismissed"
 
 
 def test_console_asks_for_the_token_and_refuses_a_wrong_one(
@@ -322,3 +323,87 @@ def test_light_and_dark_follow_the_system(
     assert tab.page.evaluate("getComputedStyle(document.body).backgroundColor") == background
     tab.close()
     assert tab.errors == []
+
+
+def status_of(demo: RunningDemo, rec_id: str) -> str:
+    every = api(demo, "/v1/recommendations", status="all")["recommendations"]
+    return str(next(r for r in every if r["id"] == rec_id)["status"])
+
+
+@pytest.mark.parametrize("prefix", ["release_idle:pod:", "release_idle:slurm:", "scale_down:"])
+def test_dismiss_asks_first_and_undo_restores_it(tab: Tab, demo: RunningDemo, prefix: str) -> None:
+    """Pod ids hold a slash (they used to 404); every kind of subject: confirm, dismiss,
+    then Undo within its seconds, and the collector has it open again."""
+    recs = api(demo, "/v1/recommendations")["recommendations"]
+    victim = next(r["id"] for r in recs if r["id"].startswith(prefix))
+    page = tab.open("/ui/recommendations")
+    row = page.locator(f"tr[data-rec='{victim}']")
+    row.locator("[data-dismiss]").click()
+    row.locator("[data-cancel]").click()  # asked first: cancel leaves it alone
+    assert status_of(demo, victim) == "open"
+    row.locator("[data-dismiss]").click()
+    row.locator("[data-confirm]").click()
+    page.wait_for_selector(f"tr[data-rec='{victim}']", state="detached", timeout=10_000)
+    assert status_of(demo, victim) == "dismissed"
+    page.locator(f"#toast [data-undo='{victim}']").click()
+    page.wait_for_selector(f"tr[data-rec='{victim}']", timeout=10_000)
+    assert status_of(demo, victim) == "open"
+    assert page.locator(f"tr[data-rec='{victim}'] [data-dismiss]").is_visible()
+
+
+def test_a_failed_request_keeps_the_page_says_what_failed_and_retries(
+    tab: Tab, demo: RunningDemo
+) -> None:
+    """A proxy's HTML error page used to replace the page with "Unexpected token '<'"."""
+    page = tab.open("/ui/idle")
+    rows = page.locator("[data-table='idle'] tbody tr").count()
+    html = "<html><body>502 Bad Gateway</body></html>"
+    page.route(
+        "**/v1/fleet/summary", lambda r: r.fulfill(status=502, body=html, content_type="text/html")
+    )
+    page.evaluate(
+        "document.getElementById('lang').dispatchEvent(new Event('change'))"
+    )  # redraw now
+    alert = page.locator("#banner [role='alert']")
+    alert.wait_for(timeout=10_000)
+    text = alert.inner_text()
+    assert "/v1/fleet/summary answered 502" in text and "HTML page, not JSON" in text, text
+    assert "Retrying in 2 s" in text
+    assert page.locator("[data-table='idle'] tbody tr").count() == rows  # the page stays
+    page.unroute("**/v1/fleet/summary")
+    page.locator("[data-retry='now']").click()
+    alert.wait_for(state="detached", timeout=10_000)
+    tab.errors.clear()  # the browser logs the refused request itself
+
+
+def test_a_redraw_keeps_sort_search_and_scroll(tab: Tab, demo: RunningDemo) -> None:
+    page = tab.open("/ui/idle")
+    page.locator("[data-table='idle'] [data-sort='gpu']").click()  # by GPU, A to Z
+    page.fill("[data-search='idle']", "gpu-node-0")
+    page.wait_for_timeout(400)  # the search waits 200 ms for more typing
+    before = page.locator("[data-table='idle'] tbody tr").evaluate_all(
+        "rs => rs.map(r => r.dataset.uuid)"
+    )
+    page.evaluate("window.scrollTo(0, 300)")
+    y = page.evaluate("window.scrollY")
+    renders = int(page.evaluate("document.body.dataset.renders"))
+    page.evaluate("document.getElementById('lang').dispatchEvent(new Event('change'))")
+    page.wait_for_selector(f"body[data-renders='{renders + 1}']")
+    after = page.locator("[data-table='idle'] tbody tr").evaluate_all(
+        "rs => rs.map(r => r.dataset.uuid)"
+    )
+    assert after == before and before
+    assert page.locator("[data-search='idle']").input_value() == "gpu-node-0"
+    assert page.locator("th[aria-sort='ascending'] [data-sort='gpu']").count() == 1
+    assert page.evaluate("window.scrollY") == y > 0
+
+
+def test_an_unknown_console_path_is_the_consoles_page_not_found(
+    browser: Any, demo: RunningDemo
+) -> None:
+    tab = Tab(browser, demo)
+    page = tab.open("/ui/no-such-page")
+    assert page.locator("[data-figure='not-found'] h1").inner_text() == "Page not found"
+    assert page.locator("[data-nav='fleet']").is_visible()
+    tab.close()
+    assert [e for e in tab.errors if "404" not in e] == []

@@ -49,6 +49,17 @@ def test_pages_are_open_shells_without_figures_or_secrets(collector: Collector) 
     assert 'data-anonymous="false"' in client.get("/ui/").text
 
 
+def test_an_unknown_console_path_is_the_consoles_own_not_found_page(collector: Collector) -> None:
+    """It used to answer the API's raw JSON 404."""
+    client = AsgiClient(collector.app)
+    for path in ("/ui/nodes", "/ui/fleet/gpu-node-1", "/ui/idle/"):
+        response = client.get(path)
+        assert response.status_code == 404, path
+        assert response.headers["content-type"].startswith("text/html")
+        assert 'data-page="notfound"' in response.text
+    assert 'data-page="idle"' in client.get("/ui/idle").text
+
+
 def test_static_files_are_served_from_the_package_and_nothing_else(collector: Collector) -> None:
     client = AsgiClient(collector.app)
     static = REPO / "collector" / "web" / "static"
