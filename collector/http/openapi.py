@@ -28,7 +28,12 @@ from collector.backend import (
 from collector.health import ReadinessResponse
 from collector.http.query import MAX_LIMIT
 from collector.http.tokens import Scope
-from collector.read_answers import FleetSummaryResponse, GpuUsagePageResponse, GpuUsageResponse
+from collector.read_answers import (
+    FleetSummaryResponse,
+    GpuUsagePageResponse,
+    GpuUsageResponse,
+    TrendResponse,
+)
 from collector.records import GpuState, Recommendation, RecommendationKind, RecommendationStatus
 
 _SCHEMA_TYPES: tuple[Any, ...] = (
@@ -40,6 +45,7 @@ _SCHEMA_TYPES: tuple[Any, ...] = (
     FleetSummaryResponse,
     GpuUsageResponse,
     GpuUsagePageResponse,
+    TrendResponse,
     WorkloadsResponse,
     RecommendationsResponse,
     RecommendationsPageResponse,
@@ -204,6 +210,12 @@ def _paths() -> dict[str, Any]:
         "/v1/fleet/summary": {"get": _operation(
             "The fleet and each node at a glance (nodes by waste), without a per-GPU list",
             _cached({"200": _json("FleetSummaryResponse", "The fleet now")}), read)},
+        "/v1/fleet/trend": {"get": _operation(
+            "The fleet per hour of [start, end) from the hourly rollups: utilisation, waste,"
+            " cost, energy (hours without data absent)",
+            _cached({"200": _json("TrendResponse", "The fleet hour by hour"),
+                     "422": _error("Bad start or end")}),
+            read, parameters=[*_window()])},
         "/v1/gpus/usage": {"get": _operation(
             "Every GPU with its hourly price and usage over the hours [start, end) touches;"
             " with a filter, limit or cursor the matching page",

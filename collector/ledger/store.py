@@ -289,6 +289,9 @@ class Ledger:
     def usage_by_gpu(self, start: float, end: float) -> list[tuple[GpuRecord, Usage]]:
         return self._read(lambda c: queries.usage_by_gpu(c, start, end))
 
+    def usage_by_hour(self, start: float, end: float) -> list[tuple[float, Usage]]:
+        return self._read(lambda c: queries.usage_by_hour(c, start, end))
+
     def usage_by_group(self, start: float, end: float, group: Group) -> list[tuple[str, Usage]]:
         return self._read(lambda c: queries.usage_by_group(c, start, end, group))
 

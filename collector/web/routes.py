@@ -10,6 +10,8 @@ scope; dismissing from the console needs ``admin`` as well). Any other ``/ui/`` 
 answers the console's shell with its "page not found", status 404.
 
 - ``GET /v1/fleet/summary`` and ``GET /v1/gpus/usage``: collector/web/fleet_api.py.
+- ``GET /v1/fleet/trend?start=&end=``: the fleet per hour (utilisation, waste, cost,
+  energy) from the ledger's hourly rollups: collector/web/trend_api.py.
 - ``GET /v1/gpus/{uuid}/series?start=&end=``: recent per-minute buckets of one GPU
   (activity, power, memory) from the in-memory SeriesBuffer; 404 for a GPU never seen.
 """
@@ -34,6 +36,7 @@ from collector.http.responses import Handler, error_response, json_response
 from collector.http.views import ViewCache
 from collector.web.fleet_api import FleetApi, GpuUsageSource, PriceSource
 from collector.web.series import SeriesBuffer, SeriesPoint
+from collector.web.trend_api import TrendApi
 
 PAGES = {"": "fleet", "idle": "idle", "recommendations": "recommendations",
          "workload": "workload", "energy": "energy", "plans": "plans"}  # fmt: skip
@@ -50,6 +53,7 @@ class ConsoleSources:
     """What the console reads beyond the CollectorBackend (the ledger and the price book)."""
 
     backend: CollectorBackend
+    #: the ledger: per-GPU and per-hour rollups
     usage: GpuUsageSource
     prices: PriceSource
     currency: str
@@ -77,6 +81,7 @@ def console_routes(
     api = _ConsoleApi(sources, clock)
     cache = views or ViewCache(clock)
     reads = FleetApi(sources.backend, sources.usage, sources.prices, sources.currency, clock, cache)
+    trend = TrendApi(sources.backend, sources.usage, sources.currency, clock, cache)
     shell = _read("console.html").replace(
         "__ANONYMOUS__", "true" if settings.server.allow_anonymous else "false"
     )
@@ -86,6 +91,7 @@ def console_routes(
         Route("/v1/fleet/summary", guard(Scope.READ, reads.summary), methods=["GET"]),
         Route("/v1/gpus/usage", guard(Scope.READ, reads.gpu_usage), methods=["GET"]),
         Route("/v1/gpus/{uuid}/series", guard(Scope.READ, api.series), methods=["GET"]),
+        Route("/v1/fleet/trend", guard(Scope.READ, trend.trend), methods=["GET"]),
     ]
     for path, page in PAGES.items():
         routes.append(Route(f"/ui/{path}", _page(shell.replace("__PAGE__", page)), methods=["GET"]))
