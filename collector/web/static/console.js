@@ -4,6 +4,7 @@
 // failed above it, retrying with backoff (and a button to retry now).
 import { AuthError, getJSON, setToken, token } from "./api.js";
 import { h } from "./dom.js";
+import { fitCharts } from "./charts.js";
 import { stamp } from "./format.js";
 import { lang, setLang, t, translateStatic } from "./i18n.js";
 import * as energy from "./page_energy.js";
@@ -92,6 +93,7 @@ async function render() {
     const content = await page.render({ summary, params: new URLSearchParams(location.search), redraw: render });
     const kept = remember();
     main.replaceChildren(content);
+    fitCharts(main);
     restore(kept);
     failures = 0;
     clearInterval(countdown);
@@ -141,6 +143,7 @@ function start() {
     renders = 0;
     showLogin("");
   });
+  window.addEventListener("resize", () => fitCharts(main));
   if (body.dataset.anonymous !== "true" && !token()) showLogin("");
   else signedIn();
 }

@@ -1,7 +1,7 @@
 // Fleet: the KPIs and state bar from /v1/fleet/summary, one card per node (most waste
 // first; sort, filter, search), and tiles for a page of nodes only: no page downloads every GPU.
 import { getJSON, query } from "./api.js";
-import { stackBar } from "./charts.js";
+import { lineChart, rangeOf, rangePicker, stackBar } from "./charts.js";
 import { h, kpi } from "./dom.js";
 import * as f from "./format.js";
 import { t } from "./i18n.js";
@@ -121,9 +121,35 @@ function duplicates(found) {
       t("fleet.duplicate", { uuid: d.uuid, node: d.node, by: d.claimed_by, n: f.int(d.batches_refused) })))));
 }
 
-export async function render({ summary: fleet }) {
+// the fleet hour by hour over the picked window: its KPIs and its two charts share it
+function trendSection(trend, range, now, redraw) {
+  const hours = trend.hours;
+  const active = hours.reduce((sum, x) => sum + x.active_gpu_hours, 0);
+  const idle = hours.reduce((sum, x) => sum + x.idle_gpu_hours, 0);
+  const waste = hours.reduce((sum, x) => sum + x.idle_cost, 0);
+  const opts = { tStart: now - range.seconds, tEnd: now, gap: 2.5 * 3600 };
+  const series = (name, value) => [{ name, points: hours.map((x) => ({ t: x.hour_start, v: value(x) })) }];
+  return h("section", { class: "card", "data-figure": "trend" },
+    h("div", { class: "title-row" }, h("h2", {}, t("fleet.trend")), rangePicker("fleet", range.name, redraw)),
+    h("div", { class: "kpis" },
+      kpi(t("fleet.trend.utilisation", { range: t("range." + range.name) }), "trend-utilisation",
+        active + idle > 0 ? f.pct(active / (active + idle)) : "—", "", t("fleet.trend.utilisation.note")),
+      kpi(t("fleet.trend.waste", { range: t("range." + range.name) }), "trend-waste", f.money(waste), trend.currency)),
+    hours.length ? h("div", { class: "charts" },
+      lineChart(series(t("fleet.trend.utilisation_series"), (x) => (x.utilisation_ratio === null ? null : x.utilisation_ratio * 100)),
+        { ...opts, id: "trend-utilisation", title: t("fleet.trend.utilisation_chart"), unit: " %", max: 100, format: (v) => v.toFixed(0) }),
+      lineChart(series(t("fleet.trend.waste_series"), (x) => x.idle_cost),
+        { ...opts, id: "trend-waste", title: t("fleet.trend.waste_chart"), unit: ` ${trend.currency}`, format: (v) => v.toFixed(v < 10 ? 1 : 0) }))
+      : h("p", { class: "muted" }, t("fleet.trend.none")));
+}
+
+export async function render({ summary: fleet, redraw }) {
   const nodes = dataTable(nodeSpec(fleet.currency), fleet.nodes);
-  const [today] = await Promise.all([todayUsage(fleet.now, { limit: 1 }), nodes.ready]);
+  const range = rangeOf("fleet", "24h");
+  const window = { start: fleet.now - range.seconds, end: fleet.now };
+  // in parallel: the day's waste, the hourly trend and the first page's tiles
+  const [today, trend] = await Promise.all([todayUsage(fleet.now, { limit: 1 }),
+    getJSON(query("/v1/fleet/trend", window)), nodes.ready]);
   const summary = fleet.summary;
   const counts = STATES.map((key) => ({ key, label: t("state." + key), value: summary.gpus_by_state[key] || 0 }));
   return h("div", { class: "page" },
@@ -142,6 +168,7 @@ export async function render({ summary: fleet }) {
         h("li", {}, h("span", { class: `swatch glyph state-${c.key}` }), c.label, " ",
           h("strong", { "data-figure": "state-" + c.key }, f.int(c.value))))),
       h("p", { class: "muted small" }, t("fleet.bars"))),
+    trendSection(trend, range, fleet.now, redraw),
     h("h2", {}, t("fleet.nodes"), " ", h("span", { class: "muted small", "data-figure": "nodes" }, f.int(fleet.nodes.length))),
     nodes);
 }

@@ -185,7 +185,8 @@ def test_workload_page_charts_hold_the_series_the_api_answers(tab: Tab, demo: Ru
         "workloads"][0]["key"]  # fmt: skip
     page = tab.open("/ui/workload?" + str(httpx.QueryParams(key=key)))
     now = fleet["now"]
-    report = next(w for w in api(demo, "/v1/workloads", start=now - 86400, end=now)["workloads"]
+    # its KPIs over the window of its charts: 6 h unless picked
+    report = next(w for w in api(demo, "/v1/workloads", start=now - 6 * 3600, end=now)["workloads"]
                   if w["key"] == key)  # fmt: skip
     assert shown(tab.figure("energy"), report["usage"]["energy_joules"] / 3.6e6, 2)
     assert shown(tab.figure("carbon"), report["usage"]["carbon_grams"] / 1000, 2)
@@ -407,3 +408,48 @@ def test_an_unknown_console_path_is_the_consoles_page_not_found(
     assert page.locator("[data-nav='fleet']").is_visible()
     tab.close()
     assert [e for e in tab.errors if "404" not in e] == []
+
+
+TICK_PX = """() => [...document.querySelectorAll(".chart-svg .tick")].map((t) =>
+    parseFloat(getComputedStyle(t).fontSize) * t.ownerSVGElement.getScreenCTM().a)"""
+
+
+@pytest.mark.parametrize("viewport", [(1280, 800), (390, 844)])
+def test_chart_ticks_are_readable_and_a_hover_reads_the_values(
+    browser: Any, demo: RunningDemo, viewport: tuple[int, int]
+) -> None:
+    """Tick labels were ~7 px on screen (an 11-unit font in a scaled-down picture)."""
+    tab = Tab(browser, demo, viewport=viewport)
+    key = next(g for g in api(demo, "/v1/fleet")["gpus"] if g["workloads"])["workloads"][0]["key"]
+    page = tab.open("/ui/workload?" + str(httpx.QueryParams(key=key)))
+    sizes = page.evaluate(TICK_PX)
+    assert sizes and min(sizes) >= 10.9, sizes
+    chart = page.locator("[data-chart='power'] svg")
+    box = chart.bounding_box()
+    assert box is not None
+    chart.hover(position={"x": box["width"] * 0.8, "y": box["height"] / 2})
+    readout = page.locator("[data-readout='power']")
+    assert re.search(r"\d\d:\d\d · .+#\d+: \d+ W", readout.inner_text()), readout.inner_text()
+    tab.close()
+    assert tab.errors == []
+
+
+def test_the_fleet_trend_follows_the_picked_window(tab: Tab, demo: RunningDemo) -> None:
+    """KPIs and charts over the same window, from /v1/fleet/trend; 1 h to 7 days."""
+    page = tab.open("/ui/")
+    for name, seconds in (("24h", 86400), ("6h", 6 * 3600), ("7d", 7 * 86400)):
+        if name != "24h":
+            with page.expect_response(lambda r: "/v1/fleet/trend" in r.url):
+                page.locator(f"[data-range='{name}']").click()
+            page.wait_for_selector(f"[data-range='{name}'][aria-pressed='true']")
+        now = api(demo, "/v1/fleet/summary")["now"]
+        trend = api(demo, "/v1/fleet/trend", start=now - seconds, end=now)
+        assert trend["hours"], "two hours of history"
+        waste = sum(h["idle_cost"] for h in trend["hours"])
+        assert shown(tab.figure("trend-waste"), waste, 2)
+        active = sum(h["active_gpu_hours"] for h in trend["hours"])
+        idle = sum(h["idle_gpu_hours"] for h in trend["hours"])
+        assert shown(tab.figure("trend-utilisation"), 100 * active / (active + idle), 1)
+        line = page.locator("[data-chart='trend-waste'] path.line")
+        assert int(line.get_attribute("data-points") or 0) == len(trend["hours"])
+    assert "range=7d" in page.url

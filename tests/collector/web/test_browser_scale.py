@@ -72,7 +72,8 @@ def test_the_fleet_page_is_ready_at_1000_gpus_without_downloading_every_gpu(
     requests = Requests(tab.page)
     page = tab.open("/ui/")
     paths = [path for path, _, _ in requests.seen]
-    assert sorted(set(paths)) == ["/v1/fleet", "/v1/fleet/summary", "/v1/gpus/usage"], paths
+    expected = ["/v1/fleet", "/v1/fleet/summary", "/v1/fleet/trend", "/v1/gpus/usage"]
+    assert sorted(set(paths)) == expected, paths
     for path, query, _ in requests.seen:  # every GPU list asked is a page or a filter
         if path == "/v1/fleet":
             assert len(query["node"][0].split(",")) == NODES_PER_PAGE
