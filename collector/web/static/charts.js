@@ -132,22 +132,19 @@ export function lineChart(series, opts) {
     h("figcaption", {}, opts.title, h("span", { class: "muted" }, ` (${opts.unit.trim()})`)), svg, readout, legend);
 }
 
-// rows: [{label, value, text}], drawn as horizontal bars scaled to the largest value
+// rows: [{label, value, text}], horizontal bars scaled to the largest value; HTML, not SVG,
+// so labels keep their size and wrap on a phone (a 1180-unit picture made them 3 px there)
 export function barChart(rows, opts) {
-  const W = 1180, rowH = 24, labelW = 170, valueW = 90;
-  const height = rows.length * rowH + 6;
   const top = Math.max(...rows.map((r) => r.value), 0) || 1;
-  const bars = rows.map((r, i) => {
-    const yPos = 3 + i * rowH;
-    const width = (Math.max(0, r.value) / top) * (W - labelW - valueW);
-    return s("g", { "data-bar": r.label, translate: r.muted ? null : "no" },
-      s("text", { class: "bar-label", x: labelW - 8, y: yPos + 16, "text-anchor": "end" }, r.label),
-      s("rect", { class: `bar ${r.muted ? "bar-muted" : ""}`, x: labelW, y: yPos + 3, width: Math.max(1, width), height: rowH - 8, rx: 3 }),
-      s("text", { class: "bar-value", x: labelW + width + 6, y: yPos + 16 }, r.text));
+  const bars = rows.map((r) => {
+    const bar = h("span", { class: `hbar ${r.muted ? "bar-muted" : ""}` });
+    bar.style.width = `${Math.max(0.3, (Math.max(0, r.value) / top) * 100)}%`;
+    return h("div", { class: "hbar-row", "data-bar": r.label },
+      h("span", { class: "hbar-label", translate: r.muted ? null : "no" }, r.label),
+      h("span", { class: "hbar-track" }, bar), h("span", { class: "hbar-value" }, r.text));
   });
   return h("figure", { class: "chart", "data-chart": opts.id },
-    h("figcaption", {}, opts.title),
-    s("svg", { viewBox: `0 0 ${W} ${height}`, role: "img", "aria-label": opts.title, class: "chart-svg" }, bars));
+    h("figcaption", {}, opts.title), h("div", { class: "hbars" }, bars));
 }
 
 // counts: [{key, label, value}] as one stacked bar; a bigger value is a wider part
