@@ -89,6 +89,7 @@ function undoToast(rec, redraw) {
       setTimeout(() => item.remove(), 3000);
     } catch (err) {
       item.replaceChildren(h("span", { class: "error" }, t("rec.failed", { why: err.message })));
+      setTimeout(() => item.remove(), 3 * UNDO_SECONDS * 1000);
     }
     await redraw();
   });
@@ -97,7 +98,7 @@ function undoToast(rec, redraw) {
 
 // Dismiss -> "Dismiss? [Yes, dismiss] [Cancel]" -> the POST, then the Undo toast
 function dismissCell(rec, redraw) {
-  const cell = h("td", { class: "nw", "data-col": "action" });
+  const cell = h("td", { "data-col": "action" });
   const ask = () => cell.replaceChildren(
     h("span", { class: "small" }, t("rec.confirm")), " ",
     h("button", { type: "button", "data-confirm": rec.id, onclick: confirm }, t("rec.confirm_yes")), " ",

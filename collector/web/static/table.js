@@ -190,7 +190,11 @@ export function dataTable(spec, rows) {
       chosen.matching.length || !spec.empty ? content : h("p", { class: "muted" }, spec.empty),
       pager(spec, state, chosen, redraw)];
     root.replaceChildren(...parts.filter(Boolean));
-    if (focused) document.getElementById(focused)?.focus();
+    const again = focused && document.getElementById(focused);
+    if (again) {
+      again.focus(); // typing in the search box goes on where it was
+      if (again.type === "search") again.setSelectionRange(again.value.length, again.value.length);
+    }
   };
   root.ready = redraw();
   return root;
