@@ -453,3 +453,35 @@ def test_the_fleet_trend_follows_the_picked_window(tab: Tab, demo: RunningDemo) 
         line = page.locator("[data-chart='trend-waste'] path.line")
         assert int(line.get_attribute("data-points") or 0) == len(trend["hours"])
     assert "range=7d" in page.url
+
+
+GLYPHS = """ts => ts.map(t => [t.dataset.state, getComputedStyle(t, "::after").content,
+    t.querySelector("[data-sm]").dataset.sm, t.getAttribute("href")])"""
+
+
+def test_tiles_carry_a_glyph_per_state_an_activity_bar_and_unallocated_ones_open_the_idle_page(
+    tab: Tab, demo: RunningDemo
+) -> None:
+    """Under deuteranopia "active" and "allocated idle" were two olive shades: each state
+    has its own glyph as well; SM activity is a bar too (20 % looked like 97 %)."""
+    page = tab.open("/ui/")
+    fleet = {g["uuid"]: g for g in api(demo, "/v1/fleet")["gpus"]}
+    tiles = page.locator(".tile")
+    seen = dict(zip(tiles.evaluate_all("ts => ts.map(t => t.dataset.uuid)"),
+                    tiles.evaluate_all(GLYPHS), strict=True))  # fmt: skip
+    glyph_of: dict[str, set[str]] = {}
+    for uuid, (state, glyph, bar, href) in seen.items():
+        glyph_of.setdefault(state, set()).add(glyph)
+        sm = fleet[uuid]["sm_activity"]
+        assert int(bar) == (0 if sm is None else round(min(1.0, sm) * 100)), uuid
+        if state == "unallocated":
+            assert href == "/ui/idle?node=" + fleet[uuid]["node"]
+    assert all(len(g) == 1 for g in glyph_of.values())  # one glyph per state
+    assert len({next(iter(g)) for g in glyph_of.values()}) == len(glyph_of) >= 3
+    now = api(demo, "/v1/fleet/summary")["now"]
+    settled = lambda uuid: (fleet[uuid]["idle_since"] or now) <= now - 60  # noqa: E731
+    free = next(u for u, (state, *_) in seen.items() if state == "unallocated" and settled(u))
+    page.locator(f".tile[data-uuid='{free}']").click()
+    page.wait_for_selector(f"[data-table='idle'] tr[data-uuid='{free}']")
+    nodes = page.locator("[data-table='idle'] tbody tr td:first-child").all_inner_texts()
+    assert nodes and {n.split(" #")[0] for n in nodes} == {fleet[free]["node"]}
