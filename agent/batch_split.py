@@ -70,7 +70,8 @@ def halves(batch: Batch) -> tuple[Batch, Batch] | None:
         return None
     (first_seq, cut), (second_seq, _) = seqs
     first = msgspec.structs.replace(batch, seq=first_seq, samples=batch.samples[:cut])
-    second = msgspec.structs.replace(batch, seq=second_seq, samples=batch.samples[cut:])
+    # the host readings stay with the first half: sent once, never twice
+    second = msgspec.structs.replace(batch, seq=second_seq, samples=batch.samples[cut:], hosts=())
     return first, second
 
 

@@ -79,8 +79,18 @@ class ExporterSettings:
     enabled: bool = True
     address: str = "0.0.0.0"
     port: int = 9835
-    #: also export dcgm-exporter 4.8.x names, units and labels
+    #: also export dcgm-exporter names, units and labels
     dcgm_compat: bool = False
+    #: which dcgm-exporter naming: "4.8" (the names NVIDIA's dashboard and most existing
+    #: dashboards query: the default, so they work unmodified) or "4.9" (DCGM 4.7 names,
+    #: SI-like units, for dashboards already moved to dcgm-exporter 4.9)
+    dcgm_naming: Literal["4.8", "4.9"] = "4.8"
+
+    def __post_init__(self) -> None:
+        if self.dcgm_naming not in ("4.8", "4.9"):
+            raise ConfigError(
+                f'exporter.dcgm_naming: must be "4.8" or "4.9", got {self.dcgm_naming!r}'
+            )
 
 
 @dataclass(frozen=True)
@@ -94,6 +104,19 @@ class AttributionSettings:
     refresh_seconds: float = 5.0
     #: manual labels: GPU UUID or index -> {"name": ..., "namespace": ..., "team": ...}
     manual: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: Slurm's ``squeue`` (account, partition, QOS, user, time limit, GPUs of this node's
+    #: jobs); "auto": the one on PATH where the node has a Slurm config; "": never asked
+    squeue_path: str = "auto"
+    #: SLURM_CONF for squeue, where the node has no /etc/slurm/slurm.conf
+    slurm_conf: Path | None = None
+    #: this node's name in Slurm (SLURMD_NODENAME); empty: the short host name
+    slurm_node: str = ""
+    #: a slow slurmctld holds up one sampling tick at most this long per refresh
+    squeue_timeout_seconds: float = 2.0
+    #: read each GPU-holding workload's host CPU and memory from its cgroup (NVML source)
+    host_usage: bool = True
+    #: the host's cgroup filesystem (in a pod: the host's, mounted read-only)
+    cgroup_root: Path = Path("/sys/fs/cgroup")
 
 
 @dataclass(frozen=True)

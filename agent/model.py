@@ -49,6 +49,12 @@ _PRIMARY_ORDER: dict[str, int] = {
 SLURM_STEP_LABEL = "slurm_step"
 SLURM_ACCOUNT_LABEL = "slurm_account"
 SLURM_PARTITION_LABEL = "slurm_partition"
+SLURM_QOS_LABEL = "slurm_qos"
+SLURM_TIME_LIMIT_LABEL = "slurm_time_limit_seconds"
+SLURM_GPUS_LABEL = "slurm_gpus"
+
+#: ``Workload.gpu_sharing`` values: how a workload shares a physical GPU with others
+GPU_SHARING_MODES = ("time_slicing", "mps", "hami", "volcano")
 
 
 class Workload(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
@@ -67,6 +73,13 @@ class Workload(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc
     user: str | None = None
     team: str | None = None
     labels: dict[str, str] = msgspec.field(default_factory=dict)
+    #: how this workload shares the GPU it is listed on (one of ``GPU_SHARING_MODES``:
+    #: time-slicing, MPS, HAMi or Volcano vGPU); None: the GPU is not known to be shared
+    gpu_sharing: str | None = None
+    #: 0..1, the share of this GPU the workload declared (HAMi ``nvidia.com/gpucores``,
+    #: Volcano ``volcano.sh/vgpu-cores``, as a fraction of 100 %); None where none is
+    #: declared (time-slicing and MPS replicas declare none)
+    gpu_share: float | None = None
 
     @property
     def key(self) -> str:

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from agent.model import GpuInfo, GpuSample
+from agent.model import GpuInfo, GpuSample, WorkloadHostSample
 from agent.sources.interface import GpuSource
 from agent.stats import AgentStats
 
@@ -28,8 +28,19 @@ class Observer(Protocol):
     def observe(self, sample: GpuSample) -> None: ...
 
 
+class HostReader(Protocol):
+    """Per-workload host CPU and memory for the workloads holding ``samples``' GPUs."""
+
+    def read_hosts(self, samples: Sequence[GpuSample], now: float) -> list[WorkloadHostSample]: ...
+
+
 class Sink(Protocol):
-    def submit(self, gpus: Sequence[GpuInfo], samples: Sequence[GpuSample]) -> None: ...
+    def submit(
+        self,
+        gpus: Sequence[GpuInfo],
+        samples: Sequence[GpuSample],
+        hosts: Sequence[WorkloadHostSample] = (),
+    ) -> None: ...
 
 
 class Sampler:
@@ -49,6 +60,7 @@ class Sampler:
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
         observers: Sequence[Observer] = (),
+        hosts: HostReader | None = None,
     ) -> None:
         self._source = source
         self._stats = stats
@@ -59,16 +71,20 @@ class Sampler:
         self._monotonic = monotonic
         #: see every sample, not only the ones a scrape catches (the XID tally)
         self._observers = tuple(observers)
+        #: the workloads' host CPU and memory (issue 24), shipped with the samples
+        self._hosts = hosts
         self._lock = threading.Lock()
         self._gpus: list[GpuInfo] = []
         self._latest: dict[str, GpuSample] = {}
+        self._latest_hosts: list[WorkloadHostSample] = []
         self._discovered_at: float | None = None
 
     def tick(self) -> list[GpuSample]:
         """Read every GPU once; returns the (attributed) samples."""
         started = self._monotonic()
         gpus = self._discover(started)
-        samples = self._source.read(self._clock())
+        now = self._clock()
+        samples = self._source.read(now)
         if self._annotator is not None:
             samples = self._annotator.annotate(gpus, samples)
         # the one place a read is counted: the sampler sees every source (NVML, simulated, replay)
@@ -80,8 +96,11 @@ class Sampler:
         for observer in self._observers:
             for sample in samples:
                 observer.observe(sample)
+        hosts = self._hosts.read_hosts(samples, now) if self._hosts is not None else []
+        with self._lock:
+            self._latest_hosts = hosts
         if self._sink is not None:
-            self._sink.submit(gpus, samples)
+            self._sink.submit(gpus, samples, hosts)
         return samples
 
     def snapshot(self) -> tuple[list[GpuInfo], list[GpuSample]]:
@@ -89,6 +108,11 @@ class Sampler:
         with self._lock:
             known = {g.uuid for g in self._gpus}
             return list(self._gpus), [s for u, s in self._latest.items() if u in known]
+
+    def host_snapshot(self) -> list[WorkloadHostSample]:
+        """The host samples of the latest tick, for the exporter."""
+        with self._lock:
+            return list(self._latest_hosts)
 
     def run(self, stop: threading.Event) -> None:
         """Tick until ``stop`` is set; a failing tick is logged and the loop goes on."""

@@ -45,7 +45,7 @@ import httpx
 from agent import __version__
 from agent.backlog import Backlog, Item, identity
 from agent.config import ShipperSettings
-from agent.model import SCHEMA_VERSION, Batch, GpuInfo, GpuSample
+from agent.model import SCHEMA_VERSION, Batch, GpuInfo, GpuSample, WorkloadHostSample
 from agent.shipping_log import ShippingLog
 from agent.shipping_policy import (
     ShipOutcome,
@@ -119,15 +119,23 @@ class Shipper:
         self._max_samples = settings.max_samples_per_batch
         self._gpus: tuple[GpuInfo, ...] = ()
         self._samples: list[GpuSample] = []
+        self._hosts: list[WorkloadHostSample] = []
         self._buffer_lock = threading.Lock()
         self._cut_lock = threading.Lock()
         self._send_lock = threading.Lock()
 
-    def submit(self, gpus: Sequence[GpuInfo], samples: Sequence[GpuSample]) -> None:
-        """Buffer one tick's samples; ``gpus`` replaces the GPU set sent with batches."""
+    def submit(
+        self,
+        gpus: Sequence[GpuInfo],
+        samples: Sequence[GpuSample],
+        hosts: Sequence[WorkloadHostSample] = (),
+    ) -> None:
+        """Buffer one tick's samples and its workloads' host readings; ``gpus`` replaces
+        the GPU set sent with batches."""
         with self._buffer_lock:
             self._gpus = tuple(gpus)
             self._samples.extend(samples)
+            self._hosts.extend(hosts)
 
     def flush(self) -> int:
         """Spool the buffer, then send the spool oldest first; returns batches acked."""
@@ -185,14 +193,33 @@ class Shipper:
         with self._cut_lock:
             with self._buffer_lock:
                 gpus, samples, self._samples = self._gpus, self._samples, []
-            for batch in self._cut(gpus, samples):
+                hosts, self._hosts = (self._hosts, []) if samples else ([], self._hosts)
+            for batch in self._cut(gpus, samples, hosts):
                 self._backlog.add(batch)
 
-    def _cut(self, gpus: tuple[GpuInfo, ...], samples: list[GpuSample]) -> list[Batch]:
+    def _cut(
+        self,
+        gpus: tuple[GpuInfo, ...],
+        samples: list[GpuSample],
+        hosts: list[WorkloadHostSample],
+    ) -> list[Batch]:
+        """Batches of at most ``_max_samples`` samples; the host readings spread over
+        them in order, as evenly (a batch holds at most as many as samples, and far fewer
+        than the collector's bound of 1,024)."""
         size = self._max_samples
-        return [self._batch(gpus, samples[i : i + size]) for i in range(0, len(samples), size)]
+        starts = range(0, len(samples), size)
+        per = -(-len(hosts) // len(starts)) if starts else 0
+        return [
+            self._batch(gpus, samples[i : i + size], hosts[n * per : (n + 1) * per])
+            for n, i in enumerate(starts)
+        ]
 
-    def _batch(self, gpus: tuple[GpuInfo, ...], samples: list[GpuSample]) -> Batch:
+    def _batch(
+        self,
+        gpus: tuple[GpuInfo, ...],
+        samples: list[GpuSample],
+        hosts: list[WorkloadHostSample] | None = None,
+    ) -> Batch:
         self._seq += 1
         return Batch(
             schema_version=SCHEMA_VERSION,
@@ -204,6 +231,7 @@ class Shipper:
             samples=tuple(samples),
             agent_version=__version__,
             node_labels=self._labels,
+            hosts=tuple(hosts or ()),
         )
 
     def _send_all(self, timeout: float, deadline: float | None) -> _SendResult:

@@ -68,15 +68,54 @@ class LoopCpu:
         return self.read_seconds + self.export_seconds + self.ship_seconds
 
 
+#: the fake-NVML scenario's GPU processes; the loop gives each a pod cgroup under work_dir
+SCENARIO_PIDS = (4242, 5001, 5002)
+
+
+def host_tree(work_dir: Path) -> tuple[Path, Path]:
+    """A /proc and a cgroup v2 tree for ``SCENARIO_PIDS``: one burstable pod each, limited."""
+    proc, cgroup = work_dir / "proc", work_dir / "cgroup"
+    cgroup.mkdir(parents=True)
+    (cgroup / "cgroup.controllers").write_text("cpu memory\n")
+    for n, pid in enumerate(SCENARIO_PIDS):
+        uid = f"00000000-0000-4000-8000-{n:012d}"
+        qos = "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable"
+        pod = f"{qos}-pod{uid.replace('-', '_')}.slice"
+        (proc / str(pid)).mkdir(parents=True)
+        (proc / str(pid) / "cgroup").write_text(f"0::{pod}/cri-containerd-{n:064x}.scope\n")
+        (proc / str(pid) / "comm").write_text("python\n")
+        d = cgroup / pod.lstrip("/")
+        d.mkdir(parents=True)
+        (d / "cpu.stat").write_text("usage_usec 123456789\nnr_periods 1000\nnr_throttled 10\n")
+        (d / "cpu.max").write_text("400000 100000\n")
+        (d / "memory.pressure").write_text("some avg10=0.50 avg60=0.10 avg300=0.00 total=1\n")
+        (d / "memory.current").write_text(f"{8 << 30}\n")
+        (d / "memory.max").write_text(f"{64 << 30}\n")
+    return proc, cgroup
+
+
 class AgentLoop:
-    """The agent's objects wired as ``gpufleet agent`` wires them, driven tick by tick."""
+    """The agent's objects wired as ``gpufleet agent`` wires them, driven tick by tick.
+
+    ``host_usage``: the workloads' host CPU and memory too (the simulator's own readings,
+    or on NVML a CgroupHostReader over ``host_tree``); NVML runs attribute from that
+    fixture /proc either way, so the two differ only by the host reads.
+    """
 
     def __init__(
-        self, source: Any, clock: TickClock, dcgm_compat: bool, sink_url: str, work_dir: Path
+        self,
+        source: Any,
+        clock: TickClock,
+        dcgm_compat: bool,
+        sink_url: str,
+        work_dir: Path,
+        host_usage: bool = False,
     ) -> None:
         from prometheus_client import CollectorRegistry
 
         from agent.attribution.attributor import Attributor
+        from agent.attribution.host_usage import CgroupHostReader
+        from agent.attribution.proc import ProcReader
         from agent.config import AttributionSettings, ShipperSettings
         from agent.metrics.exporter import AgentExporter, XidTally
         from agent.sampler import Sampler
@@ -84,10 +123,23 @@ class AgentLoop:
         from agent.stats import AgentStats
 
         stats = AgentStats()
+        simulated = hasattr(source, "read_hosts")
+        proc, cgroup = (Path("/proc"), None) if simulated else host_tree(work_dir)
         attribution = AttributionSettings(
-            kubelet_socket=work_dir / "kubelet.sock", gpustat_dir=work_dir / "gpustat"
+            kubelet_socket=work_dir / "kubelet.sock",
+            gpustat_dir=work_dir / "gpustat",
+            proc_root=proc,
+            squeue_path="",
         )
-        self.annotator = Attributor(attribution, stats, monotonic=clock.monotonic)
+        procs = ProcReader(proc, attribution.refresh_seconds, clock.monotonic)
+        self.annotator = Attributor(attribution, stats, clock.monotonic, procs=procs)
+        hosts: Any = None
+        if host_usage:
+            hosts = (
+                source
+                if cgroup is None
+                else CgroupHostReader(procs, cgroup, stats, monotonic=clock.monotonic)
+            )
         shipping = ShipperSettings(url=sink_url, spool_dir=work_dir / "spool")
         self.shipper = Shipper(shipping, NODE, stats)
         tally = XidTally()
@@ -100,11 +152,18 @@ class AgentLoop:
             clock=clock.unix,
             monotonic=clock.monotonic,
             observers=[tally],
+            hosts=hosts,
         )
         self.registry = CollectorRegistry(auto_describe=True)
-        self.registry.register(
-            AgentExporter(NODE, self.sampler.snapshot, stats, dcgm_compat, xid_tally=tally)
+        exporter = AgentExporter(
+            NODE,
+            self.sampler.snapshot,
+            stats,
+            dcgm_compat,
+            xid_tally=tally,
+            hosts=self.sampler.host_snapshot if host_usage else None,
         )
+        self.registry.register(exporter)
         self.clock = clock
         self.ticks = 0
 
@@ -170,14 +229,14 @@ def meter_fake_library(fake: Any, spent: list[float]) -> None:
     fake.call = metered
 
 
-def run_child(kind: str, seconds: float, sink_url: str) -> None:
+def run_child(kind: str, seconds: float, sink_url: str, host_usage: bool = True) -> None:
     """The ``--child`` role: only the agent loop in a fresh interpreter; prints its memory."""
     clock = TickClock(time.time())
     with (
         tempfile.TemporaryDirectory(prefix="bench-agent-child-") as tmp,
         opened_source(kind, clock) as (source, _),
     ):
-        loop = AgentLoop(source, clock, True, sink_url, Path(tmp))
+        loop = AgentLoop(source, clock, True, sink_url, Path(tmp), host_usage)
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             loop.step(LoopCpu())
@@ -187,4 +246,4 @@ def run_child(kind: str, seconds: float, sink_url: str) -> None:
 
 
 if __name__ == "__main__":
-    run_child(sys.argv[1], float(sys.argv[2]), sys.argv[3])
+    run_child(sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4:] != ["--no-host-usage"])

@@ -11,8 +11,9 @@ the Shipper spools and POSTs a gzipped batch to a batch sink on 127.0.0.1 runnin
 subprocess (so its CPU is not counted); every 15 ticks the exporter is scraped with
 ``generate_latest``. CPU is ``time.process_time()`` over the whole process (the NVML worker
 threads included), divided by ticks x GPUs. Two sources: the simulator, and NvmlSource over
-the 8x H100 fake-NVML scenario through the real pynvml binding; each with and without
-dcgm-exporter compatible names.
+the 8x H100 fake-NVML scenario through the real pynvml binding; each without host usage,
+with it (the simulator's own readings; on NVML the CgroupHostReader over a fixture cgroup
+tree, one pod per GPU process), and with it plus dcgm-exporter compatible names.
 
 Targets (issue 2): at most 1 ms of CPU per GPU-sample and under 80 MB resident.
 """
@@ -64,19 +65,22 @@ class RunResult:
     ticks: int
     cpu: LoopCpu
     samples_shipped: int
+    host_usage: bool = False
 
     def ms_per_gpu_sample(self, seconds: float) -> float:
         return seconds * 1000.0 / (self.ticks * GPUS)
 
 
-def measure_loop(kind: str, dcgm_compat: bool, ticks: int, sink_url: str) -> RunResult:
+def measure_loop(
+    kind: str, dcgm_compat: bool, ticks: int, sink_url: str, host_usage: bool = False
+) -> RunResult:
     """Warm up, then run ``ticks`` ticks and charge their CPU; counts samples the sink got."""
     clock = TickClock(time.time())
     with (
         tempfile.TemporaryDirectory(prefix="bench-agent-") as tmp,
         opened_source(kind, clock) as (source, fake_spent),
     ):
-        loop = AgentLoop(source, clock, dcgm_compat, sink_url, Path(tmp))
+        loop = AgentLoop(source, clock, dcgm_compat, sink_url, Path(tmp), host_usage)
         for _ in range(WARMUP_TICKS):
             loop.step(LoopCpu())
         before = sink_samples(sink_url)
@@ -87,14 +91,17 @@ def measure_loop(kind: str, dcgm_compat: bool, ticks: int, sink_url: str) -> Run
         cpu.fake_library_seconds = fake_spent[0] - fake_before
         loop.close()
         shipped = sink_samples(sink_url) - before
-    return RunResult(kind, dcgm_compat, ticks, cpu, shipped)
+    return RunResult(kind, dcgm_compat, ticks, cpu, shipped, host_usage)
 
 
 # -- memory of a fresh process ---------------------------------------------------------------
 
 
-def fresh_child_memory(kind: str, seconds: float, sink_url: str) -> dict[str, int]:
-    args = python_module("bench.agent_loop", kind, str(seconds), sink_url)
+def fresh_child_memory(
+    kind: str, seconds: float, sink_url: str, host_usage: bool = True
+) -> dict[str, int]:
+    flags = () if host_usage else ("--no-host-usage",)
+    args = python_module("bench.agent_loop", kind, str(seconds), sink_url, *flags)
     done = subprocess.run(args, capture_output=True, text=True, check=True, timeout=120)
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
@@ -136,6 +143,7 @@ def cpu_row(r: RunResult) -> dict[str, object]:
     return {
         "source": r.source,
         "dcgm_compat": "on" if r.dcgm_compat else "off",
+        "host_usage": "on" if r.host_usage else "off",
         "GPU-samples": r.ticks * GPUS,
         "ms CPU per GPU-sample": round(total, 4),
         "target ms": TARGET_MS_PER_GPU_SAMPLE,
@@ -155,7 +163,8 @@ def report_cpu(results: list[RunResult]) -> None:
         f"core % = {GPUS} GPUs at 1 Hz, target < 1 %)"
     )
     print_table([cpu_row(r) for r in results])
-    by_key = {(r.source, r.dcgm_compat): r for r in results}
+    by_key = {(r.source, r.dcgm_compat): r for r in results if r.host_usage}
+    report_host_usage(results)
     for source in SOURCES:
         on, off = by_key.get((source, True)), by_key.get((source, False))
         if on and off:  # the export stage is where the names differ; the total is noisier
@@ -167,6 +176,24 @@ def report_cpu(results: list[RunResult]) -> None:
             )
             print(
                 f"dcgm_compat cost ({source}): export {export:+.4f} ms CPU per GPU-sample "
+                f"(whole loop {total:+.4f}, run-to-run noise included)"
+            )
+
+
+def report_host_usage(results: list[RunResult]) -> None:
+    """The cgroup reads' cost: the same loop (dcgm_compat off) with and without them."""
+    runs = {(r.source, r.host_usage): r for r in results if not r.dcgm_compat}
+    for source in SOURCES:
+        on, off = runs.get((source, True)), runs.get((source, False))
+        if on and off:
+            read = on.ms_per_gpu_sample(on.cpu.read_seconds) - off.ms_per_gpu_sample(
+                off.cpu.read_seconds
+            )
+            total = on.ms_per_gpu_sample(on.cpu.total_seconds) - off.ms_per_gpu_sample(
+                off.cpu.total_seconds
+            )
+            print(
+                f"host_usage cost ({source}): read {read:+.4f} ms CPU per GPU-sample "
                 f"(whole loop {total:+.4f}, run-to-run noise included)"
             )
 
@@ -202,7 +229,9 @@ def run_benchmark(ticks: int, child_seconds: float, cli_seconds: float) -> None:
     with child_process(python_module("bench.batch_sink", str(port))):
         wait_for_http(sink_url + "/count")
         results = [
-            measure_loop(k, dcgm, ticks, sink_url) for k in SOURCES for dcgm in (False, True)
+            measure_loop(k, dcgm, ticks, sink_url, host)
+            for k in SOURCES
+            for dcgm, host in ((False, False), (False, True), (True, True))
         ]
         report_cpu(results)
         report_memory(memory_figures(child_seconds, cli_seconds, sink_url))
@@ -216,9 +245,13 @@ def memory_figures(
     rss = psutil.Process().memory_info().rss
     figures = [("this benchmark process (all runs, bench imports)", rss, memory_bytes_of()[1])]
     for kind in SOURCES:
-        child = fresh_child_memory(kind, child_seconds, sink_url)
-        name = f"fresh agent loop, {kind}, dcgm_compat on, {child['ticks']} ticks"
-        figures.append((name, child["rss_bytes"], child["peak_rss_bytes"]))
+        for host_usage in (False, True):
+            child = fresh_child_memory(kind, child_seconds, sink_url, host_usage)
+            name = (
+                f"fresh agent loop, {kind}, dcgm_compat on, host_usage "
+                f"{'on' if host_usage else 'off'}, {child['ticks']} ticks"
+            )
+            figures.append((name, child["rss_bytes"], child["peak_rss_bytes"]))
     if cli_seconds > 0:
         rss, peak = cli_agent_memory(cli_seconds, sink_url)
         figures.append((f"gpufleet agent --source simulated (CLI, {cli_seconds:g} s)", rss, peak))

@@ -82,14 +82,17 @@ def run_collector(
     synchronous: str = "FULL",
     arrivals_mode: str = "serial",
     apply_every: float | None = None,
+    ledger_url: str | None = None,
 ) -> Timed:
     """Feed every batch through the real pipeline second by second; CPU charged per stage.
-    ``apply_every``: the collector's ``ingest.apply_interval_seconds`` (None: default)."""
+    ``apply_every``: the collector's ``ingest.apply_interval_seconds`` (None: default);
+    ``ledger_url``: another ledger than a SQLite file in ``work_dir`` (a PostgreSQL URL)."""
     from collector.config import CollectorSettings, LedgerSettings
     from gpufleet.cli.collector import build_collector, tune_gc
 
     clock = SimClock(start_unix)
-    ledger = LedgerSettings(url=str(work_dir / "ledger.db"), synchronous=synchronous)
+    url = ledger_url or str(work_dir / "ledger.db")
+    ledger = LedgerSettings(url=url, synchronous=synchronous)
     ingest = (
         IngestSettings()
         if apply_every is None

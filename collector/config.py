@@ -11,7 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from collector.actions.settings import ActionSettings
+from collector.cluster.settings import ClusterSettings
 from collector.influx.settings import InfluxSettings
+from collector.notify.answer_settings import AnswerSettings
+from collector.notify.report_settings import ReportSettings
 from collector.notify.settings import NotificationSettings
 from gpufleet.settings import ConfigError
 
@@ -165,6 +168,11 @@ class AnalysisSettings:
     #: the fleet's utilisation target (0..1): reports show the gap to it and how much of
     #: it each open recommendation closes
     utilisation_target: float = 0.7
+    #: bottleneck verdicts (issue 24) judge each workload over this much recent history
+    bottleneck_window_seconds: float = 1800.0
+    #: GPUs every node should have (0: unset; then the most a node reported); a node's
+    #: ``expected_gpus`` label overrides it. Fewer working: a broken_gpus recommendation
+    expected_gpus_per_node: int = 0
 
     def __post_init__(self) -> None:
         if not 0 <= self.idle_threshold < 1:
@@ -193,6 +201,16 @@ class AnalysisSettings:
         if self.idle_window_seconds <= 0:
             raise ConfigError(
                 f"analysis.idle_window_seconds: must be > 0, got {self.idle_window_seconds}"
+            )
+        if not 0 <= self.expected_gpus_per_node <= 1024:
+            raise ConfigError(
+                "analysis.expected_gpus_per_node: must be a count from 0 (unset) to 1024, "
+                f"got {self.expected_gpus_per_node}"
+            )
+        if not 60.0 <= self.bottleneck_window_seconds <= 24 * 3600.0:
+            raise ConfigError(
+                "analysis.bottleneck_window_seconds: must be between 60 and 86400 (a day), "
+                f"got {self.bottleneck_window_seconds}"
             )
 
 
@@ -250,6 +268,12 @@ class CollectorSettings:
     notifications: NotificationSettings = field(default_factory=NotificationSettings)
     actions: ActionSettings = field(default_factory=ActionSettings)
     influx: InfluxSettings = field(default_factory=InfluxSettings)
+    #: shards and leases of collector replicas sharing a PostgreSQL ledger
+    cluster: ClusterSettings = field(default_factory=ClusterSettings)
+    #: buttons that answer back from chat, and their secrets (collector/notify/answer_settings.py)
+    answers: AnswerSettings = field(default_factory=AnswerSettings)
+    #: efficiency reports per user and team, to chat and by email
+    reports: ReportSettings = field(default_factory=ReportSettings)
 
     def __post_init__(self) -> None:
         forget, stale = self.ingest.forget_after_seconds, self.analysis.stale_after_seconds

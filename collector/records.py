@@ -56,7 +56,9 @@ class Interval(msgspec.Struct, gc=False):
     The interval takes the activity of its *starting* sample (a reading holds until the
     next one). ``energy_joules`` is the counter delta (or the trapezoid of power when
     ``energy_estimated``); ``shares`` splits it (and the seconds) among the workloads
-    holding the GPU, summing to 1, empty when unallocated.
+    holding the GPU, summing to 1, empty when unallocated. On a shared GPU (``sharing``)
+    the seconds and price go by each holder's fraction and own activity instead
+    (collector/analysis/shared.py); ``shares`` still splits the energy.
 
     A msgspec Struct, not a dataclass: one is built per applied sample, and a Struct is
     built in C (~0.12 us, a slotted dataclass's ``__init__`` ~0.37 us). gc=False: it never
@@ -75,10 +77,25 @@ class Interval(msgspec.Struct, gc=False):
     #: readings of the starting sample, for right-sizing statistics
     memory_used_bytes: int | None = None
     sm_activity: float | None = None
+    #: a shared GPU's holders' parts at the starting sample; None when it is not shared
+    sharing: SharedUse | None = None
 
     @property
     def seconds(self) -> float:
         return self.end - self.start
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class SharedUse:
+    """How the holders of one shared GPU take their parts at one sample
+    (collector/analysis/shared.py makes them)."""
+
+    #: holder -> fraction of the GPU's price and held time (``price_fractions``)
+    fractions: dict[WorkloadRef, float]
+    #: holder -> its own SM share (0..1) over the sample's interval; None: unknown
+    sm_shares: dict[WorkloadRef, float | None]
+    #: holder -> GPU memory its processes use; None: no process reported it
+    memory_bytes: dict[WorkloadRef, int | None]
 
 
 class Usage(msgspec.Struct, gc=False):
@@ -138,6 +155,11 @@ class RecommendationKind(enum.StrEnum):
     PRICING_PLAN = "pricing_plan"  # reserved vs on-demand
     #: idle unallocated GPUs spread over busy nodes: move workloads so whole nodes free up
     CONSOLIDATE = "consolidate"
+    #: a busy-looking workload held back (input-, CPU-, communication-, memory-bound,
+    #: throttled, no tensor cores, a straggler, a faulted GPU): issue 24
+    BOTTLENECK = "bottleneck"
+    #: a node with GPUs missing, lost or held while broken (XID, ECC, throttled): issue 24
+    BROKEN_GPUS = "broken_gpus"
 
 
 class RecommendationStatus(enum.StrEnum):
@@ -253,6 +275,12 @@ class GpuView(msgspec.Struct, frozen=True, gc=False):
     price_fraction: float = 1.0
     #: True for a MIG-enabled physical GPU (its state comes from its slices)
     mig_enabled: bool = False
+    #: a shared GPU: each holder's fraction of its price (analysis/shared.py), by
+    #: workload key; empty when the GPU is not shared
+    holder_fractions: dict[str, float] = msgspec.field(default_factory=dict)
+    #: a shared GPU: the holders idle on their own now (their SM share below the idle
+    #: threshold, the GPU busy or not), and since when, by workload key
+    holders_idle_since: dict[str, float] = msgspec.field(default_factory=dict)
 
     def idle_seconds(self, now: float) -> float:
         return 0.0 if self.idle_since is None else max(0.0, now - self.idle_since)

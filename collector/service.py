@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Collection
 from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import Protocol
 
 from agent.model import BatchAck
 from collector import reports
@@ -31,6 +32,7 @@ from collector.config import CollectorSettings
 from collector.fleet.limits import FleetLimits
 from collector.fleet.live import LiveFleet
 from collector.fleet.rules import FleetRules
+from collector.fleet.windows import WorkloadWindows
 from collector.health import WritePath
 from collector.ingest.decode import accept_body
 from collector.ingest.queue import IngestQueue
@@ -45,6 +47,17 @@ from collector.running_totals import RunningTotals
 from collector.usage_report import ledger_period
 
 
+class Applying(Protocol):
+    """An applier as the service and the schedules see it: one collector's ``Applier``, or
+    a replica's ``ShardedApplier`` (collector/replicas.py)."""
+
+    health: WriteHealth
+    commit_interval_seconds: float
+
+    def tick(self, flush: bool = False, commit: bool = False) -> int: ...
+    def waiting_since(self) -> float | None: ...
+
+
 class CollectorService:
     """The ``CollectorBackend``: every method is thread-safe; ``submit`` never blocks."""
 
@@ -57,7 +70,7 @@ class CollectorService:
         stats: IngestStats,
         totals: RunningTotals,
         clock: Callable[[], float] = time.time,
-        applier: Applier | None = None,
+        applier: Applying | None = None,
     ) -> None:
         """``totals``: the ledger's totals kept in memory (attached to the observers that
         the applier tells of its commits)."""
@@ -185,7 +198,7 @@ class CollectorCore:
     ledger: Ledger
     fleet: LiveFleet
     queue: IngestQueue
-    applier: Applier
+    applier: Applying
     recommender: Recommender
     observers: Observers
     service: CollectorService
@@ -203,17 +216,8 @@ class CollectorCore:
         # seeded before the applier can commit; told of commits before anything attached later
         totals = RunningTotals(ledger)
         observers.attach(totals)
-        fleet = LiveFleet(
-            fleet_rules(settings),
-            rates.model_of,
-            stats.count_late,
-            rates.slice_fraction,
-            settings.ingest.clock_correction_min_seconds,
-            rates.max_power_watts,
-            stats.count_implausible,
-            FleetLimits.of(settings.ingest),
-        )
-        accountant = Accountant(rates)
+        fleet = build_fleet(settings, rates, stats)
+        accountant = Accountant(rates, settings.analysis.idle_threshold)
         queue = IngestQueue(settings, ledger, fleet, stats, observers, health)
         commit_every = settings.ingest.commit_interval_seconds
         applier = Applier(fleet, accountant, ledger, observers, commit_every, clock, health)
@@ -226,6 +230,21 @@ class CollectorCore:
     def close(self, timeout: float = 30.0) -> None:
         """Stop the ingest thread once the batches queued for it are stored."""
         self.queue.close(timeout)
+
+
+def build_fleet(settings: CollectorSettings, rates: Rates, stats: IngestStats) -> LiveFleet:
+    """An empty live fleet under ``settings``, counting its anomalies in ``stats``."""
+    return LiveFleet(
+        fleet_rules(settings),
+        rates.model_of,
+        stats.count_late,
+        rates.slice_fraction,
+        settings.ingest.clock_correction_min_seconds,
+        rates.max_power_watts,
+        stats.count_implausible,
+        FleetLimits.of(settings.ingest),
+        WorkloadWindows(settings.analysis.bottleneck_window_seconds),
+    )
 
 
 def fleet_rules(settings: CollectorSettings) -> FleetRules:

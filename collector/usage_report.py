@@ -21,7 +21,7 @@ from collector.records import HOUR_SECONDS, Usage
 
 #: the row of GPU time nobody held (namespace and team groupings)
 UNALLOCATED = "(unallocated)"
-#: the row of workloads without the label grouped by (a Slurm job without an account)
+#: the row of workloads without the label grouped by (by account: what is not a Slurm job)
 NO_LABEL = "(none)"
 PERIOD_RULE = (
     "the ledger keeps hourly totals: a period is widened to the whole hours it touches "
@@ -75,7 +75,7 @@ def group_report(ledger: Ledger, by: Group, period: LedgerPeriod) -> GroupReport
     by_node = groups if by == "node" else ledger.usage_by_group(period.start, period.end, "node")
     total = usage_sum(u for _, u in by_node)
     rows = [(name or NO_LABEL, usage) for name, usage in groups]
-    if by in ("namespace", "team"):
+    if by in ("namespace", "team", "user", "account"):
         unallocated = usage_left(total, usage_sum(u for _, u in groups))
         if any(getattr(unallocated, f) > 0 for f in _USAGE_FIELDS):
             rows.append((UNALLOCATED, unallocated))

@@ -2,17 +2,22 @@
 
 A file holds sections (``collector:``, ``shipper:`` ...) of keys. The environment overrides
 one key with ``GPUFLEET_<SECTION>__<KEY>`` (for example ``GPUFLEET_SHIPPER__URL``). Unknown
-keys, wrong types and bad values raise ``ConfigError`` naming the key and the value; a
+keys, wrong types and bad values raise ``ConfigError`` naming the key, the value and where
+it came from (``environment variable GPUFLEET_X__Y: ...``, ``config file PATH: ...``); a
 value is never silently ignored or coerced into something else.
+
+The agent and the collector share the prefix, and often a host: each program passes the
+other's settings class as ``foreign``, and variables of the other's sections are left to it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -31,19 +36,70 @@ def load_settings(
     path: Path | None = None,
     environ: Mapping[str, str] | None = None,
     overrides: Mapping[str, Any] | None = None,
+    foreign: Sequence[type] = (),
 ) -> T:
     """Build ``cls`` from the YAML file at ``path``, then ``environ``, then ``overrides``.
 
     ``overrides`` maps dotted keys (``"shipper.url"``) to already-typed values, for
-    command-line flags. Later sources win.
+    command-line flags. Later sources win. Environment variables of a section that
+    ``foreign`` settings classes have and ``cls`` lacks belong to another program and are
+    skipped; any other unknown one is an error.
     """
     raw: dict[str, Any] = read_yaml(path) if path is not None else {}
-    for dotted, value in _env_items(environ or {}):
-        _set_dotted(raw, dotted, value)
+    origins = dict.fromkeys(_leaves(raw), f"config file {path}")
+    skipped = _sections(foreign) - _sections([cls])
+    for name, dotted, value in _env_items(environ or {}):
+        if dotted.split(".", 1)[0] not in skipped:
+            origins[dotted] = f"environment variable {name}"
+            _named(origins[dotted], _set_dotted, raw, dotted, value)
     for dotted, value in (overrides or {}).items():
         if value is not None:
+            origins[dotted] = "command line"
             _set_dotted(raw, dotted, value)
-    return build(cls, raw, "")
+    try:
+        return build(cls, raw, "")
+    except ConfigError as err:
+        source = _source_of(str(err), origins)
+        if source is None:
+            raise
+        raise ConfigError(f"{source}: {err}") from err
+
+
+def _sections(classes: Sequence[type]) -> set[str]:
+    return {f.name for cls in classes for f in dataclasses.fields(cls)}
+
+
+def _leaves(raw: Mapping[str, Any], where: str = "") -> list[str]:
+    """The dotted keys of a file's values (a non-empty mapping is walked into)."""
+    keys: list[str] = []
+    for key, value in raw.items():
+        dotted = _join(where, str(key))
+        if isinstance(value, Mapping) and value:
+            keys.extend(_leaves(value, dotted))
+        else:
+            keys.append(dotted)
+    return keys
+
+
+def _named(source: str, set_value: Any, *args: Any) -> None:
+    try:
+        set_value(*args)
+    except ConfigError as err:
+        raise ConfigError(f"{source}: {err}") from err
+
+
+def _source_of(message: str, origins: Mapping[str, str]) -> str | None:
+    """Where the key an error message starts with (``shipper.url: ...``) was set."""
+    key = re.split(r"[\[:]", message, maxsplit=1)[0].strip()
+    if not key or " " in key:
+        return None
+    if key in origins:
+        return origins[key]
+    above = [d for d in origins if key.startswith(f"{d}.")]  # a mapping set whole
+    if above:
+        return origins[max(above, key=len)]
+    below = sorted(d for d in origins if d.startswith(f"{key}."))  # a section's key
+    return origins[below[0]] if below else None
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
@@ -62,14 +118,15 @@ def read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
-def _env_items(environ: Mapping[str, str]) -> list[tuple[str, str]]:
+def _env_items(environ: Mapping[str, str]) -> list[tuple[str, str, str]]:
+    """(variable name, dotted key, value) of every ``GPUFLEET_<SECTION>__<KEY>``."""
     items = []
     for name, value in environ.items():
         if not name.startswith(ENV_PREFIX) or "__" not in name:
             continue
         parts = name[len(ENV_PREFIX) :].lower().split("__")
-        items.append((".".join(parts), value))
-    return sorted(items)
+        items.append((name, ".".join(parts), value))
+    return sorted(items, key=lambda item: item[1])
 
 
 def _set_dotted(raw: dict[str, Any], dotted: str, value: Any) -> None:

@@ -34,11 +34,12 @@ def run_quick(module: str) -> str:
 def test_agent_overhead_quick_prints_cpu_and_memory_per_configuration() -> None:
     out = run_quick("bench.agent_overhead")
     for source in ("simulated", "nvml"):
-        for dcgm in ("off", "on"):
+        for dcgm, host in (("off", "off"), ("off", "on"), ("on", "on")):
             # 30 ticks x 8 GPUs were sampled and all 240 samples reached the sink
-            row = rf"^{source}\s+{dcgm}\s+240\s+({NUMBER})\s+1\s+({NUMBER})x\s.*\s240\s*$"
-            assert re.search(row, out, re.MULTILINE), f"no {source}/{dcgm} row in:\n{out}"
+            row = rf"^{source}\s+{dcgm}\s+{host}\s+240\s+({NUMBER})\s+1\s+({NUMBER})x\s.*\s240\s*$"
+            assert re.search(row, out, re.MULTILINE), f"no {source}/{dcgm}/{host} row in:\n{out}"
         assert f"dcgm_compat cost ({source}):" in out
+        assert f"host_usage cost ({source}):" in out
         assert re.search(rf"^fresh agent loop, {source}, .*\s{NUMBER}x\s*$", out, re.MULTILINE)
     assert re.search(rf"^this benchmark process .*\s{NUMBER}x\s*$", out, re.MULTILINE)
     assert "dcgm-exporter pods run at 135-512 MiB" in out
@@ -125,3 +126,12 @@ def test_collector_metrics_quick_prints_cpu_per_scrape_and_render() -> None:
     for figure in ("cached scrape", "cached scrape, gzip", "re-render after apply",
                    "re-render after commit"):  # fmt: skip
         assert re.search(rf"^{figure}\s+{NUMBER}\s*$", out, re.MULTILINE), out
+
+
+def test_collector_ledger_quick_prints_sqlite_and_postgresql_side_by_side() -> None:
+    out = run_quick("bench.collector_ledger")
+    for backend in ("sqlite", "postgresql"):
+        # 80 GPUs x 20 s went through each ledger, every sample applied
+        assert re.search(rf"^{backend}\s+80\s+1,600\s+1,600\s", out, re.MULTILINE), out
+    server = rf"^postgresql\s.*\s{NUMBER}\s+{NUMBER}x \(target <= 0.5x\)\s*$"
+    assert re.search(server, out, re.MULTILINE), out

@@ -6,31 +6,45 @@ holders; within it every holder of a shared GPU is listed once, by ``Workload.ke
 1. kubelet pod-resources ``List`` (who holds the GPU, busy or idle);
 2. the pods of the GPU's processes, from ``/proc/PID/cgroup``;
 3. the Slurm jobs of the GPU's processes, from the cgroup path or ``/proc/PID/environ``;
-4. job prolog mapping files (jobstats ``/run/gpustat``, dcgm-exporter hpc-job-mapping);
+4. job prolog mapping files (jobstats ``/run/gpustat``, dcgm-exporter hpc-job-mapping)
+   and Slurm's own allocations (``squeue --json``: the GPU indices of this node's jobs);
 5. manual labels from ``attribution.manual`` (GPU UUID, MIG parent UUID, or index);
 6. bare processes (no pod, no job): someone holds the GPU, even if we cannot say who.
 
 Each process gets its own workload: its pod (joined to pod-resources' names through the
-HOSTNAME the kubelet sets), else its Slurm job, else itself. pod-resources and mapping
-files are cached for ``refresh_seconds``; /proc answers per PID likewise.
+HOSTNAME the kubelet sets), else its Slurm job, else itself. A Slurm job's account,
+partition, QOS, user, name, time limit and GPU count come from its environment and, for
+what that misses, from squeue. pod-resources, mapping files and squeue are cached for
+``refresh_seconds``; /proc answers per PID likewise.
 """
 
 from __future__ import annotations
 
 import logging
 import pwd
+import shutil
+import socket
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TypeVar
 
 import msgspec
 
+from agent.attribution.cgroups import slurm_job_from_environ
 from agent.attribution.devices import GpuDirectory
 from agent.attribution.hpc import JobAllocation, MappingFiles
-from agent.attribution.kubelet import PodDevice, PodResourcesCache, PodResourcesClient
+from agent.attribution.kubelet import (
+    PodDevice,
+    PodResourcesCache,
+    PodResourcesClient,
+    shared_devices,
+)
 from agent.attribution.proc import ProcessIdentity, ProcReader
+from agent.attribution.sharing import MPS_SERVER_PROCESS
+from agent.attribution.slurm import SlurmJob, SqueueReader, SqueueSettings
 from agent.attribution.workloads import (
     bare_process_workload,
     first_tier,
@@ -38,6 +52,7 @@ from agent.attribution.workloads import (
     manual_workload,
     pod_workload,
     process_workload,
+    squeue_allocations,
 )
 from agent.config import AttributionSettings
 from agent.model import GpuInfo, GpuSample, Workload, WorkloadKind
@@ -46,6 +61,12 @@ from agent.stats import AgentStats
 log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
+#: where a Slurm node keeps slurm.conf: the default, and configless slurmd's caches
+_SLURM_CONFS = (
+    Path("/etc/slurm/slurm.conf"),
+    Path("/run/slurm/conf/slurm.conf"),
+    Path("/var/spool/slurmd/conf-cache/slurm.conf"),
+)
 #: (pid, name, what /proc said) of each process a source did not attribute itself
 _Identities = tuple[tuple[int, str | None, ProcessIdentity | None], ...]
 
@@ -62,6 +83,8 @@ class _Holders:
     pods: list[PodDevice]
     pods_by_gpu: dict[str, list[PodDevice]]
     jobs_by_gpu: dict[str, list[JobAllocation]]
+    #: this node's jobs as squeue describes them, by job id
+    slurm_jobs: Mapping[str, SlurmJob]
 
 
 class Attributor:
@@ -72,7 +95,9 @@ class Attributor:
         settings: AttributionSettings,
         stats: AgentStats | None = None,
         monotonic: Callable[[], float] = time.monotonic,
+        procs: ProcReader | None = None,
     ) -> None:
+        """``procs``: a /proc reader to share (with the host reader); else one of its own."""
         self._settings = settings
         self._stats = stats
         self._monotonic = monotonic
@@ -81,7 +106,8 @@ class Attributor:
         self._mapping = MappingFiles(settings.gpustat_dir, settings.hpc_job_mapping_dir)
         self._jobs: list[JobAllocation] = []
         self._jobs_read_at: float | None = None
-        self._procs = ProcReader(settings.proc_root, settings.refresh_seconds, monotonic)
+        self._procs = procs or ProcReader(settings.proc_root, settings.refresh_seconds, monotonic)
+        self._squeue = squeue_reader(settings, monotonic)
         self._user_names: dict[int, str] = {}
         self._holders_cache: _Holders | None = None
         #: the answers (GPUs, pod-resources, mapping files) behind ``_holders_cache``
@@ -93,7 +119,7 @@ class Attributor:
         """New samples with workloads filled; samples that already carry workloads pass as-is."""
         if all(sample.workloads for sample in samples):
             return list(samples)
-        holders = self._holders(gpus)
+        holders = self._holders(gpus, self._slurm_jobs(samples))
         by_gpu, self._by_gpu = self._by_gpu, {}
         annotated = [
             sample if sample.workloads else self._annotate(sample, holders, by_gpu)
@@ -105,23 +131,44 @@ class Attributor:
     def close(self) -> None:
         self._pods.close()
 
-    def _holders(self, gpus: Sequence[GpuInfo]) -> _Holders:
+    def _slurm_jobs(self, samples: Sequence[GpuSample]) -> Mapping[str, SlurmJob]:
+        """squeue's answer, asked again early for a job id of a GPU process it lacks."""
+        if self._squeue is None:
+            return {}
+        wanted = []
+        for sample in samples:
+            for p in sample.processes:
+                identity = self._procs.identity(p.pid) if p.workload is None else None
+                if identity is not None:
+                    job = identity.cgroup.slurm_job_id or slurm_job_from_environ(identity.environ)
+                    if job is not None:
+                        wanted.append(job)
+        errors_before = self._squeue.errors_total
+        jobs = self._squeue.jobs(wanted)
+        if self._stats is not None and self._squeue.errors_total > errors_before:
+            self._stats.record_field_error("", "attribution_squeue")
+        return jobs
+
+    def _holders(self, gpus: Sequence[GpuInfo], slurm_jobs: Mapping[str, SlurmJob]) -> _Holders:
         """The node-wide answers, rebuilt only when what is behind them changed (a
-        rediscovery, a pod-resources or mapping-file refresh with a different answer)."""
-        sources = (gpus, self._pods.devices(), self._job_allocations())
+        rediscovery, a pod-resources, mapping-file or squeue refresh with a different
+        answer)."""
+        sources = (gpus, self._pods.devices(), self._job_allocations(), slurm_jobs)
         cached, cached_from = self._holders_cache, self._holders_from
         self._holders_from = sources
         if cached is not None and all(
             a is b or a == b for a, b in zip(cached_from, sources, strict=True)
         ):
             return cached  # a refresh that found the same holders changes nothing
-        gpus, pods, jobs = sources
+        gpus, pods, jobs, slurm = sources
+        jobs = [*jobs, *squeue_allocations(slurm)]
         directory = GpuDirectory(gpus)
         self._holders_cache = _Holders(
             directory=directory,
             pods=pods,
             pods_by_gpu=_group(pods, lambda d: directory.resolve_id(d.device_id)),
             jobs_by_gpu=_group(jobs, lambda a: directory.resolve_id(a.device)),
+            slurm_jobs=slurm,
         )
         return self._holders_cache
 
@@ -161,7 +208,8 @@ class Attributor:
         holders: _Holders,
         identities: _Identities,
     ) -> _GpuCache:
-        on_gpu = holders.pods_by_gpu.get(gpu_uuid, [])
+        mps = any(name == MPS_SERVER_PROCESS for _, name, _ in identities)
+        on_gpu = shared_devices(holders.pods_by_gpu.get(gpu_uuid, []), mps)
         by_process = tuple(
             self._process_workload(pid, name, identity, on_gpu, holders)
             for pid, name, identity in identities
@@ -172,7 +220,10 @@ class Attributor:
             (_pod(device, uids) for device in on_gpu),
             (w for w in by_process if w.kind is WorkloadKind.KUBERNETES_POD),
             (w for w in by_process if w.kind is WorkloadKind.SLURM_JOB),
-            (job_workload(a, self._user_name) for a in holders.jobs_by_gpu.get(gpu_uuid, [])),
+            (
+                job_workload(a, self._user_name, holders.slurm_jobs.get(a.job_id))
+                for a in holders.jobs_by_gpu.get(gpu_uuid, [])
+            ),
             self._manual(gpu_uuid, holders.directory),
             (w for w in by_process if w.kind is WorkloadKind.PROCESS),
         ]
@@ -195,7 +246,7 @@ class Attributor:
     ) -> Workload:
         if identity is None:
             return bare_process_workload(pid, name)
-        return process_workload(identity, on_gpu, holders.pods, self._user_name)
+        return process_workload(identity, on_gpu, holders.pods, self._user_name, holders.slurm_jobs)
 
     def _manual(self, gpu_uuid: str, directory: GpuDirectory) -> list[Workload]:
         """A label set on the GPU's UUID, else on its MIG parent's UUID, else on its index."""
@@ -239,6 +290,31 @@ def _pod(device: PodDevice, uids: dict[str, str]) -> Workload:
     workload = pod_workload(device)
     uid = uids.get(workload.key)
     return pod_workload(device, uid) if uid else workload
+
+
+def squeue_reader(
+    settings: AttributionSettings, monotonic: Callable[[], float]
+) -> SqueueReader | None:
+    """The squeue this node has; None: Slurm is not asked.
+
+    "auto" asks the squeue on PATH where the node has a Slurm configuration (``slurm_conf``,
+    /etc/slurm or a configless slurmd's cache): a client without one cannot reach Slurm.
+    """
+    path = settings.squeue_path
+    if path == "auto":
+        configured = settings.slurm_conf is not None or any(p.exists() for p in _SLURM_CONFS)
+        path = (shutil.which("squeue") or "") if configured else ""
+    if not path:
+        return None
+    node = settings.slurm_node or socket.gethostname().split(".")[0]
+    reader_settings = SqueueSettings(
+        argv=(path, "--json"),
+        node=node,
+        refresh_seconds=settings.refresh_seconds,
+        timeout_seconds=settings.squeue_timeout_seconds,
+        slurm_conf=settings.slurm_conf,
+    )
+    return SqueueReader(reader_settings, monotonic)
 
 
 def _group(items: Iterable[_T], gpu_of: Callable[[_T], str | None]) -> dict[str, list[_T]]:

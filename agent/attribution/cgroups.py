@@ -80,6 +80,34 @@ def cgroup_paths(text: str) -> list[str]:
     return unified + others
 
 
+def cgroup_lines(text: str) -> tuple[tuple[str, str], ...]:
+    """(controllers, path) per line of a /proc/PID/cgroup file; ``""`` controllers for v2."""
+    lines = []
+    for line in text.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) == 3:
+            lines.append((parts[1], parts[2]))
+    return tuple(lines)
+
+
+def pod_cgroup(path: str) -> str | None:
+    """The pod's own cgroup above a container's: ``path`` cut after its (deepest) pod
+    component, e.g. ``.../kubepods-burstable-pod<uid>.slice``; None outside a pod."""
+    found = list(_POD_UID.finditer(path))
+    if not found:
+        return None
+    end = path.find("/", found[-1].end())
+    return path if end < 0 else path[:end]
+
+
+def slurm_job_cgroup(path: str) -> str | None:
+    """A Slurm job's cgroup above its steps and tasks: ``path`` cut after ``job_N``."""
+    job, _ = _slurm_job(path)
+    if job is None:
+        return None
+    return path[: list(_SLURM_JOB.finditer(path))[-1].end(1)]
+
+
 def parse_cgroup_path(path: str) -> CgroupIdentity:
     """Pod UID, container id and Slurm job named anywhere in one cgroup path."""
     pods = _POD_UID.findall(path)

@@ -10,6 +10,7 @@ per read.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from agent.attribution.sharing import NOT_SHARED, Sharing, container_sharing
 from agent.stats import AgentStats
 
 if TYPE_CHECKING:
@@ -47,25 +49,56 @@ class PodDevice:
     resource_name: str
     #: as the device plugin reported it: ``GPU-...``, ``GPU-...::2``, ``MIG-...``, ``3``, ...
     device_id: str
+    #: how the container shares this GPU (agent/attribution/sharing.py)
+    sharing: Sharing = NOT_SHARED
 
 
 def is_gpu_resource(resource_name: str) -> bool:
-    """nvidia.com/gpu, its time-sliced rename nvidia.com/gpu.shared, and nvidia.com/mig-*."""
-    return resource_name in ("nvidia.com/gpu", "nvidia.com/gpu.shared") or (
-        resource_name.startswith("nvidia.com/mig-")
-    )
+    """nvidia.com/gpu, its time-sliced rename nvidia.com/gpu.shared, nvidia.com/mig-*, and
+    Volcano's vGPUs (volcano.sh/vgpu-number)."""
+    return resource_name in (
+        "nvidia.com/gpu",
+        "nvidia.com/gpu.shared",
+        "volcano.sh/vgpu-number",
+    ) or (resource_name.startswith("nvidia.com/mig-"))
 
 
 def gpu_devices(response: api_pb2.ListPodResourcesResponse) -> list[PodDevice]:
-    """Every GPU device id in a List response, one entry per (container, device id)."""
-    return [
-        PodDevice(pod.namespace, pod.name, container.name, devices.resource_name, device_id)
-        for pod in response.pod_resources
-        for container in pod.containers
-        for devices in container.devices
-        if is_gpu_resource(devices.resource_name)
-        for device_id in devices.device_ids
-    ]
+    """Every GPU device id in a List response, one entry per (container, device id), with
+    how the container shares it (its other resources: HAMi's, Volcano's)."""
+    found: list[PodDevice] = []
+    for pod in response.pod_resources:
+        for container in pod.containers:
+            resources: dict[str, list[str]] = {}
+            for listed in container.devices:
+                resources.setdefault(listed.resource_name, []).extend(listed.device_ids)
+            for name, device_ids in resources.items():
+                if not is_gpu_resource(name):
+                    continue
+                sharing = container_sharing(resources, name)
+                found.extend(
+                    PodDevice(pod.namespace, pod.name, container.name, name, device_id, sharing)
+                    for device_id in device_ids
+                )
+    return found
+
+
+def shared_devices(on_gpu: list[PodDevice], mps_server: bool) -> list[PodDevice]:
+    """The pod-resources devices of one GPU with their sharing completed: a plain device
+    id that several pods list is time-sliced, and time-slicing where the MPS server runs
+    (``mps_server``) is MPS."""
+    several = len({(d.namespace, d.pod) for d in on_gpu}) > 1
+    out = []
+    for device in on_gpu:
+        mode = device.sharing.mode
+        if mode is None and several:
+            mode = "time_slicing"
+        if mode == "time_slicing" and mps_server:
+            mode = "mps"
+        if mode != device.sharing.mode:
+            device = dataclasses.replace(device, sharing=Sharing(mode, device.sharing.share))
+        out.append(device)
+    return out
 
 
 class PodResourcesClient:

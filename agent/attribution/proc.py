@@ -18,6 +18,7 @@ from typing import TypeVar
 
 from agent.attribution.cgroups import (
     CgroupIdentity,
+    cgroup_lines,
     parse_cgroup_file,
     parse_environ,
     parse_status_uid,
@@ -39,6 +40,9 @@ class ProcessIdentity:
     uid: int | None = None
     #: the kernel's short command name (/proc/PID/comm)
     comm: str | None = None
+    #: (controllers, path) per line of /proc/PID/cgroup (``""`` controllers: cgroup v2),
+    #: where the process's host CPU and memory are read (agent/attribution/host_usage.py)
+    cgroup_paths: tuple[tuple[str, str], ...] = ()
 
 
 class ProcReader:
@@ -77,7 +81,7 @@ class ProcReader:
         # the four small reads themselves, once per PID and refresh
         directory = f"{self._root}/{pid}"
         try:
-            cgroup = parse_cgroup_file(_text(f"{directory}/cgroup"))
+            text = _text(f"{directory}/cgroup")
         except _VANISHED:
             log.debug("process %d vanished before its cgroup was read", pid)
             return None
@@ -86,10 +90,11 @@ class ProcReader:
             return None
         return ProcessIdentity(
             pid=pid,
-            cgroup=cgroup,
+            cgroup=parse_cgroup_file(text),
             environ=self._environ(f"{directory}/environ"),
             uid=self._optional(directory, "status", parse_status_uid),
-            comm=self._optional(directory, "comm", lambda text: text.strip() or None),
+            comm=self._optional(directory, "comm", lambda comm: comm.strip() or None),
+            cgroup_paths=cgroup_lines(text),
         )
 
     def _environ(self, path: str) -> dict[str, str]:

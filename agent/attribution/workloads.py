@@ -13,10 +13,14 @@ from agent.attribution.cgroups import slurm_job_from_environ
 from agent.attribution.hpc import JobAllocation
 from agent.attribution.kubelet import PodDevice
 from agent.attribution.proc import ProcessIdentity
+from agent.attribution.slurm import SlurmJob
 from agent.model import (
     SLURM_ACCOUNT_LABEL,
+    SLURM_GPUS_LABEL,
     SLURM_PARTITION_LABEL,
+    SLURM_QOS_LABEL,
     SLURM_STEP_LABEL,
+    SLURM_TIME_LIMIT_LABEL,
     Workload,
     WorkloadKind,
 )
@@ -28,13 +32,15 @@ _MANUAL_FIELDS = ("name", "namespace", "team", "user")
 
 
 def pod_workload(device: PodDevice, uid: str | None = None) -> Workload:
-    """The pod holding a device, as pod-resources names it."""
+    """The pod holding a device, as pod-resources names it, with how it shares the GPU."""
     return Workload(
         kind=WorkloadKind.KUBERNETES_POD,
         id=uid or f"{device.namespace}/{device.pod}",
         name=device.pod,
         namespace=device.namespace,
         container=device.container or None,
+        gpu_sharing=device.sharing.mode,
+        gpu_share=device.sharing.share,
     )
 
 
@@ -68,6 +74,7 @@ def process_workload(
     on_gpu: Sequence[PodDevice],
     on_node: Sequence[PodDevice],
     user_names: UserNames,
+    slurm_jobs: Mapping[str, SlurmJob] | None = None,
 ) -> Workload:
     """A pod (from the cgroup), else a Slurm job (cgroup, then environ), else the process."""
     cgroup = identity.cgroup
@@ -87,7 +94,7 @@ def process_workload(
         )
     job = cgroup.slurm_job_id or slurm_job_from_environ(identity.environ)
     if job is not None:
-        return slurm_process_workload(identity, job, user_names)
+        return slurm_process_workload(identity, job, user_names, (slurm_jobs or {}).get(job))
     return Workload(
         kind=WorkloadKind.PROCESS,
         id=str(identity.pid),
@@ -96,14 +103,19 @@ def process_workload(
     )
 
 
-def slurm_process_workload(identity: ProcessIdentity, job: str, user_names: UserNames) -> Workload:
+def slurm_process_workload(
+    identity: ProcessIdentity, job: str, user_names: UserNames, slurm: SlurmJob | None = None
+) -> Workload:
+    """From the process's cgroup and environment; what they miss, from Slurm (squeue)."""
     environ = identity.environ
     uid = identity.cgroup.slurm_uid
     if uid is None and environ.get("SLURM_JOB_UID", "").isdigit():
         uid = int(environ["SLURM_JOB_UID"])
     if uid is None:
         uid = identity.uid
-    user = environ.get("SLURM_JOB_USER") or (user_names(uid) if uid is not None else None)
+    user = environ.get("SLURM_JOB_USER") or (slurm.user if slurm else None)
+    if not user and uid is not None:
+        user = user_names(uid)
     labels = {
         label: value
         for label, value in (
@@ -116,21 +128,51 @@ def slurm_process_workload(identity: ProcessIdentity, job: str, user_names: User
     return Workload(
         kind=WorkloadKind.SLURM_JOB,
         id=job,
-        name=environ.get("SLURM_JOB_NAME"),
+        name=environ.get("SLURM_JOB_NAME") or (slurm.name if slurm else None),
         slurm_job_id=job,
         user=user,
-        labels=labels,
+        labels={**slurm_labels(slurm), **labels},
     )
 
 
-def job_workload(allocation: JobAllocation, user_names: UserNames) -> Workload:
-    """A job from a prolog mapping file."""
+def slurm_labels(job: SlurmJob | None) -> dict[str, str]:
+    """The labels Slurm gives a job: account, partition, QOS, time limit, GPUs asked."""
+    if job is None:
+        return {}
+    limit = job.time_limit_seconds
+    found = (
+        (SLURM_ACCOUNT_LABEL, job.account),
+        (SLURM_PARTITION_LABEL, job.partition),
+        (SLURM_QOS_LABEL, job.qos),
+        (SLURM_TIME_LIMIT_LABEL, f"{limit:g}" if limit is not None else None),
+        (SLURM_GPUS_LABEL, str(job.gpus) if job.gpus is not None else None),
+    )
+    return {label: value for label, value in found if value}
+
+
+def job_workload(
+    allocation: JobAllocation, user_names: UserNames, slurm: SlurmJob | None = None
+) -> Workload:
+    """A job from a prolog mapping file or Slurm's own allocation (squeue)."""
+    user = user_names(allocation.uid) if allocation.uid is not None else None
     return Workload(
         kind=WorkloadKind.SLURM_JOB,
         id=allocation.job_id,
+        name=slurm.name if slurm else None,
         slurm_job_id=allocation.job_id,
-        user=user_names(allocation.uid) if allocation.uid is not None else None,
+        user=user or (slurm.user if slurm else None),
+        labels=slurm_labels(slurm),
     )
+
+
+def squeue_allocations(jobs: Mapping[str, SlurmJob]) -> list[JobAllocation]:
+    """One allocation per GPU index each job holds on this node, in Slurm's words."""
+    return [
+        JobAllocation(str(index), job.job_id)
+        for job in jobs.values()
+        if job.holds_gpus
+        for index in job.gpu_indexes
+    ]
 
 
 def bare_process_workload(pid: int, name: str | None) -> Workload:

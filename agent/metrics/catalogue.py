@@ -12,11 +12,14 @@ Kubernetes pod first, then a Slurm job, then a manual label, then a bare process
 by workload key), so that ``sum by (k8s_namespace_name)`` works without a join. Every workload
 that holds the GPU, primary or not, gets its own ``gpufleet_gpu_workload_info`` series.
 
-The families a scrape fills from these rows are agent/metrics/families.py's.
+The families a scrape fills from these rows are agent/metrics/families.py's. The
+per-workload host rows (``gpufleet_workload_host_*``) are agent/metrics/host_catalogue.py's.
 """
 
 from __future__ import annotations
 
+from agent.metrics.host_catalogue import HOST_METRICS
+from agent.metrics.workload_labels import WORKLOAD_LABELS
 from gpufleet.metric_spec import MetricSpec, MetricType
 
 #: who the GPU is (index as a string, GPU or MIG UUID, model name, MIG profile and parent)
@@ -27,13 +30,6 @@ GPU_IDENTITY_LABELS: tuple[str, ...] = (
     "model",
     "mig_profile",
     "mig_parent_uuid",
-)
-#: who holds it (OpenTelemetry names); empty strings when nobody does
-WORKLOAD_LABELS: tuple[str, ...] = (
-    "k8s_namespace_name",
-    "k8s_pod_name",
-    "k8s_container_name",
-    "slurm_job_id",
 )
 GPU_LABELS: tuple[str, ...] = GPU_IDENTITY_LABELS + WORKLOAD_LABELS
 
@@ -138,6 +134,52 @@ GPU_METRICS: tuple[MetricSpec, ...] = (
         "gauge",
         "",
         "1 when a row remapping is pending (takes effect at the next GPU reset).",
+    ),
+    # issue 24's bottleneck signals
+    _gpu(
+        "gpufleet_gpu_pcie_throughput_bytes_per_second",
+        "gauge",
+        "bytes_per_second",
+        "PCIe traffic since the previous read, headers included; direction is tx or rx.",
+        "direction",
+    ),
+    _gpu(
+        "gpufleet_gpu_nvlink_throughput_bytes_per_second",
+        "gauge",
+        "bytes_per_second",
+        "NVLink traffic over all links since the previous read; direction is tx or rx.",
+        "direction",
+    ),
+    _gpu(
+        "gpufleet_gpu_pipe_activity_ratio",
+        "gauge",
+        "ratio",
+        "GPM non-tensor pipe activity 0..1; pipe is fp64, fp32 or fp16.",
+        "pipe",
+    ),
+    _gpu("gpufleet_gpu_pcie_link_generation", "gauge", "", "PCIe link generation now."),
+    _gpu("gpufleet_gpu_pcie_link_generation_max", "gauge", "", "Highest PCIe generation."),
+    _gpu("gpufleet_gpu_pcie_link_width", "gauge", "", "PCIe link width (lanes) now."),
+    _gpu("gpufleet_gpu_pcie_link_width_max", "gauge", "", "Widest PCIe link (lanes)."),
+    _gpu("gpufleet_gpu_pcie_replays_total", "counter", "", "PCIe replays since driver load."),
+    _gpu("gpufleet_gpu_fan_speed_ratio", "gauge", "ratio", "Fan speed 0..1 of its maximum."),
+    _gpu(
+        "gpufleet_gpu_retired_pages_total",
+        "counter",
+        "",
+        "Memory pages retired for ECC errors (before Ampere; later GPUs remap rows).",
+    ),
+    _gpu(
+        "gpufleet_gpu_retired_pages_pending",
+        "gauge",
+        "",
+        "1 when a page retirement waits for the next driver reload.",
+    ),
+    _gpu(
+        "gpufleet_gpu_sm_clock_default_hertz",
+        "gauge",
+        "hertz",
+        "Default applications SM clock: a busy GPU below it is held back.",
     ),
     _gpu(
         "gpufleet_gpu_healthy",
@@ -282,7 +324,7 @@ AGENT_METRICS: tuple[MetricSpec, ...] = (
     ),
 )
 
-CATALOGUE: tuple[MetricSpec, ...] = GPU_METRICS + AGENT_METRICS
+CATALOGUE: tuple[MetricSpec, ...] = GPU_METRICS + AGENT_METRICS + HOST_METRICS
 
 
 def spec_by_name(name: str) -> MetricSpec:

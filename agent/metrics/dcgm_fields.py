@@ -1,5 +1,7 @@
 """dcgm-exporter 4.8.x fields as it exposes them: names, units, help strings and labels.
 
+(The 4.9 names and units of the same fields are agent/metrics/dcgm_naming.py's.)
+
 Each ``DcgmSpec`` is one DCGM field: the field name verbatim, DCGM's unit (MHz, MiB, mJ, %),
 and the help string of dcgm-exporter's default counters file. How each is computed from our
 samples, and how its series are labelled, is agent/metrics/dcgm.py's.
@@ -46,8 +48,16 @@ class DcgmSpec:
     unit: str
     help: str
     labels: tuple[str, ...] = DCGM_LABELS
-    #: False for DCGM_FI_DEV_*_UTIL fields, which DCGM does not report for MIG instances
+    #: False for DCGM_FI_DEV_*_UTIL fields, which DCGM does not report for MIG instances,
+    #: and for the board's fields (fan, PCIe link, replays, traffic), which are the GPU's
     on_mig: bool = True
+    #: the 4.8 name whose value this field reports (set for 4.9 names; see dcgm_naming.py)
+    source: str = ""
+
+    @property
+    def value_of(self) -> str:
+        """The 4.8 field name whose computation (agent/metrics/dcgm.py) gives the value."""
+        return self.source or self.name
 
 
 DCGM_METRICS: tuple[DcgmSpec, ...] = (
@@ -136,16 +146,95 @@ DCGM_METRICS: tuple[DcgmSpec, ...] = (
         "ratio",
         "Ratio of cycles the device memory interface is active sending or receiving data.",
     ),
+    # issue 24's bottleneck signals
+    DcgmSpec(
+        "DCGM_FI_PROF_PIPE_FP64_ACTIVE",
+        "gauge",
+        "ratio",
+        "Ratio of cycles the fp64 pipes are active.",
+    ),
+    DcgmSpec(
+        "DCGM_FI_PROF_PIPE_FP32_ACTIVE",
+        "gauge",
+        "ratio",
+        "Ratio of cycles the fp32 pipes are active.",
+    ),
+    DcgmSpec(
+        "DCGM_FI_PROF_PIPE_FP16_ACTIVE",
+        "gauge",
+        "ratio",
+        "Ratio of cycles the fp16 pipes are active.",
+    ),
+    DcgmSpec(
+        "DCGM_FI_PROF_PCIE_TX_BYTES",
+        "gauge",
+        "B/s",
+        "The rate of data transmitted over the PCIe bus - including both protocol headers and "
+        "data payloads - in bytes per second.",
+        on_mig=False,
+    ),
+    DcgmSpec(
+        "DCGM_FI_PROF_PCIE_RX_BYTES",
+        "gauge",
+        "B/s",
+        "The rate of data received over the PCIe bus - including both protocol headers and "
+        "data payloads - in bytes per second.",
+        on_mig=False,
+    ),
+    DcgmSpec(
+        "DCGM_FI_PROF_NVLINK_TX_BYTES",
+        "gauge",
+        "B/s",
+        "The rate of data transmitted over NVLink - including both protocol headers and "
+        "data payloads - in bytes per second.",
+        on_mig=False,
+    ),
+    DcgmSpec(
+        "DCGM_FI_PROF_NVLINK_RX_BYTES",
+        "gauge",
+        "B/s",
+        "The rate of data received over NVLink - including both protocol headers and "
+        "data payloads - in bytes per second.",
+        on_mig=False,
+    ),
+    DcgmSpec(
+        "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+        "counter",
+        "",
+        "Total number of PCIe retries.",
+        on_mig=False,
+    ),
+    DcgmSpec(
+        "DCGM_FI_DEV_PCIE_LINK_GEN", "gauge", "", "PCIe current link generation.", on_mig=False
+    ),
+    DcgmSpec("DCGM_FI_DEV_PCIE_LINK_WIDTH", "gauge", "", "PCIe current link width.", on_mig=False),
+    DcgmSpec(
+        "DCGM_FI_DEV_PCIE_MAX_LINK_GEN", "gauge", "", "PCIe maximum link generation.", on_mig=False
+    ),
+    DcgmSpec(
+        "DCGM_FI_DEV_PCIE_MAX_LINK_WIDTH", "gauge", "", "PCIe maximum link width.", on_mig=False
+    ),
+    DcgmSpec("DCGM_FI_DEV_FAN_SPEED", "gauge", "%", "Fan speed (in %).", on_mig=False),
+    DcgmSpec(
+        "DCGM_FI_DEV_RETIRED_PENDING",
+        "counter",
+        "",
+        "Total number of pages pending retirement.",
+        on_mig=False,
+    ),
 )
 
 #: active rows of dcgm-exporter's default counters file that we do not emit, and why
 UNSUPPORTED: dict[str, str] = {
-    "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": "the agent does not read the PCIe replay counter",
-    "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": "the agent does not read NVLink counters",
+    "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": "its unit (MB/s or MiB/s, TX+RX) is unverified; "
+    "DCGM_FI_PROF_NVLINK_TX_BYTES and _RX_BYTES carry the traffic",
     "DCGM_FI_DEV_VGPU_LICENSE_STATUS": "vGPU licensing is out of scope (no vGPU support)",
     "DCGM_FI_DEV_ROW_REMAP_FAILURE": "GpuSample has remap pending, not remap failure",
-    "DCGM_FI_PROF_PCIE_TX_BYTES": "the agent does not read PCIe throughput",
-    "DCGM_FI_PROF_PCIE_RX_BYTES": "the agent does not read PCIe throughput",
+}
+#: optional (commented-out) rows we also do not emit, and why
+NOT_EMITTED_OPTIONAL: dict[str, str] = {
+    "DCGM_FI_DEV_RETIRED_SBE": "GpuSample carries single- plus double-bit retired pages summed",
+    "DCGM_FI_DEV_RETIRED_DBE": "GpuSample carries single- plus double-bit retired pages summed",
 }
 
 #: a few XID codes' meanings, from NVIDIA's XID catalogue; others get an empty err_msg

@@ -28,16 +28,19 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from agent import __version__
 from agent.metrics.catalogue import AGENT_METRICS, GPU_METRICS
-from agent.metrics.dcgm import DcgmInput, dcgm_descriptions, dcgm_families
+from agent.metrics.dcgm import DcgmInput, dcgm_descriptions, dcgm_families, shared_gpu_inputs
+from agent.metrics.dcgm_naming import DcgmNaming, dcgm_specs
 from agent.metrics.families import FamilySet, new_family
 from agent.metrics.gpu_readings import ScrapedGpu, gpu_readings
+from agent.metrics.host_catalogue import HOST_METRICS, host_rows, workloads_by_key
 from agent.metrics.workload_labels import primary_workload
-from agent.model import GpuInfo, GpuSample
+from agent.model import GpuInfo, GpuSample, WorkloadHostSample
 from agent.stats import AgentStats, StatsSnapshot
 
 log = logging.getLogger(__name__)
 
 Snapshot = Callable[[], tuple[Sequence[GpuInfo], Sequence[GpuSample]]]
+HostSnapshot = Callable[[], Sequence[WorkloadHostSample]]
 
 
 class XidTally:
@@ -82,9 +85,12 @@ class AgentExporter(Collector):
 
     ``snapshot()`` returns the current GpuInfo list and the latest sample per GPU (the
     sampler owns that state; it must be cheap and thread-safe). With ``dcgm_compat`` the
-    exporter also emits dcgm-exporter 4.8.x names (agent/metrics/dcgm.py). Pass the
+    exporter also emits dcgm-exporter names (agent/metrics/dcgm.py), in its 4.8.x naming (the
+    default: NVIDIA's dashboard queries it) or, with ``dcgm_naming="4.9"``, its 4.9 one
+    (agent/metrics/dcgm_naming.py). Pass the
     sampler's ``xid_tally`` when it observes every sample; otherwise XIDs are counted from
-    the samples seen at scrapes only.
+    the samples seen at scrapes only. ``hosts()`` returns the latest per-workload host
+    samples (the sampler's ``host_snapshot``), exported as ``gpufleet_workload_host_*``.
     """
 
     def __init__(
@@ -94,20 +100,24 @@ class AgentExporter(Collector):
         stats: AgentStats,
         dcgm_compat: bool = False,
         xid_tally: XidTally | None = None,
+        dcgm_naming: DcgmNaming = "4.8",
+        hosts: HostSnapshot | None = None,
     ) -> None:
         self._node = node
         self._snapshot = snapshot
+        self._hosts = hosts
         self._stats = stats
         self._dcgm_compat = dcgm_compat
+        self._dcgm_specs = dcgm_specs(dcgm_naming)
         self._xids = xid_tally if xid_tally is not None else XidTally()
         self._errors_lock = threading.Lock()
         self._export_errors: Counter[tuple[str, str]] = Counter()
 
     def describe(self) -> Iterable[Metric]:
         """Empty families, so registering never calls ``snapshot()``."""
-        families = [new_family(spec) for spec in GPU_METRICS + AGENT_METRICS]
+        families = [new_family(spec) for spec in GPU_METRICS + AGENT_METRICS + HOST_METRICS]
         if self._dcgm_compat:
-            families.extend(dcgm_descriptions())
+            families.extend(dcgm_descriptions(self._dcgm_specs))
         return families
 
     def collect(self) -> Iterable[Metric]:
@@ -116,8 +126,10 @@ class AgentExporter(Collector):
         for view in views:
             self._add_gpu(families, view)
         yield from families.metrics()
+        yield from self._host_families(views)
         if self._dcgm_compat:
-            yield from dcgm_families(self._node, self._dcgm_inputs(views), self._count_error)
+            inputs = self._dcgm_inputs(views)
+            yield from dcgm_families(self._node, inputs, self._count_error, self._dcgm_specs)
         yield from self._agent_families(self._stats.snapshot())
 
     def _views(self) -> list[ScrapedGpu]:
@@ -159,18 +171,41 @@ class AgentExporter(Collector):
                 except ValueError:
                     self._count_error(view.info.uuid, spec.name)
 
+    def _host_families(self, views: Sequence[ScrapedGpu]) -> list[Metric]:
+        """One series per host sample whose workload holds a GPU in this scrape."""
+        if self._hosts is None:
+            return []
+        try:
+            hosts = self._hosts()
+        except Exception:
+            self._count_error("", "host_snapshot")
+            return []
+        workloads = workloads_by_key([v.sample.workloads for v in views if v.sample is not None])
+        families = FamilySet(HOST_METRICS)
+        for host in hosts:
+            try:
+                for name, labels, value in host_rows(self._node, host, workloads):
+                    if math.isfinite(value):
+                        families.add(name, labels, value)
+            except (KeyError, ValueError):
+                self._count_error("", "gpufleet_workload_host")
+        return families.metrics()
+
     def _dcgm_inputs(self, views: Sequence[ScrapedGpu]) -> list[DcgmInput]:
         by_uuid = {view.info.uuid: view.info for view in views}
         return [
-            DcgmInput(
-                info=view.info,
-                parent=by_uuid.get(view.info.mig_parent_uuid or ""),
-                sample=view.sample,
-                workload=view.workload,
-                last_xid=self._xids.last_xid(view.info.uuid),
-            )
+            per_workload
             for view in views
             if view.sample is not None
+            for per_workload in shared_gpu_inputs(
+                DcgmInput(
+                    info=view.info,
+                    parent=by_uuid.get(view.info.mig_parent_uuid or ""),
+                    sample=view.sample,
+                    workload=view.workload,
+                    last_xid=self._xids.last_xid(view.info.uuid),
+                )
+            )
         ]
 
     def _agent_families(self, snap: StatsSnapshot) -> list[Metric]:
@@ -231,4 +266,4 @@ def serve_metrics(
     return start_http_server(port, addr=address, registry=registry)
 
 
-__all__ = ["AgentExporter", "Snapshot", "XidTally", "serve_metrics"]
+__all__ = ["AgentExporter", "HostSnapshot", "Snapshot", "XidTally", "serve_metrics"]

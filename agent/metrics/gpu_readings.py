@@ -61,6 +61,15 @@ _SCALARS: dict[str, Callable[[GpuSample], float | None]] = {
         None if s.sm_activity is None and s.dram_activity is None else s.activity_coarse
     ),
     "gpufleet_gpu_process_count": lambda s: len(s.processes) if s.healthy else None,
+    "gpufleet_gpu_pcie_link_generation": lambda s: s.pcie_link_generation,
+    "gpufleet_gpu_pcie_link_generation_max": lambda s: s.pcie_link_generation_max,
+    "gpufleet_gpu_pcie_link_width": lambda s: s.pcie_link_width,
+    "gpufleet_gpu_pcie_link_width_max": lambda s: s.pcie_link_width_max,
+    "gpufleet_gpu_pcie_replays_total": lambda s: s.pcie_replays_total,
+    "gpufleet_gpu_fan_speed_ratio": lambda s: s.fan_speed_ratio,
+    "gpufleet_gpu_retired_pages_total": lambda s: s.retired_pages_total,
+    "gpufleet_gpu_retired_pages_pending": lambda s: s.retired_pages_pending,
+    "gpufleet_gpu_sm_clock_default_hertz": lambda s: s.sm_clock_default_hertz,
 }
 _TYPED: dict[str, Callable[[GpuSample], tuple[tuple[str, float | None], ...]]] = {
     "gpufleet_gpu_ecc_errors_total": lambda s: (
@@ -70,6 +79,19 @@ _TYPED: dict[str, Callable[[GpuSample], tuple[tuple[str, float | None], ...]]] =
     "gpufleet_gpu_remapped_rows": lambda s: (
         ("correctable", s.remapped_rows_correctable),
         ("uncorrectable", s.remapped_rows_uncorrectable),
+    ),
+    "gpufleet_gpu_pcie_throughput_bytes_per_second": lambda s: (
+        ("tx", s.pcie_tx_bytes_per_second),
+        ("rx", s.pcie_rx_bytes_per_second),
+    ),
+    "gpufleet_gpu_nvlink_throughput_bytes_per_second": lambda s: (
+        ("tx", s.nvlink_tx_bytes_per_second),
+        ("rx", s.nvlink_rx_bytes_per_second),
+    ),
+    "gpufleet_gpu_pipe_activity_ratio": lambda s: (
+        ("fp64", s.fp64_activity),
+        ("fp32", s.fp32_activity),
+        ("fp16", s.fp16_activity),
     ),
     "gpufleet_gpu_throttle_reason": lambda s: tuple(
         (name, None if s.throttle_reasons is None else float(bool(s.throttle_reasons & bit)))

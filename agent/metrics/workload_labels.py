@@ -2,7 +2,8 @@
 
 A GPU held by several workloads labels its series with its *primary* one (a Kubernetes pod
 first, then a Slurm job, then a manual label, then a bare process; ties broken by workload
-key); the label names are catalogue.WORKLOAD_LABELS (agent/metrics/catalogue.py).
+key); the label names are ``WORKLOAD_LABELS`` (OpenTelemetry's), used by the catalogue's
+GPU rows (agent/metrics/catalogue.py) and its per-workload host rows alike.
 """
 
 from __future__ import annotations
@@ -10,6 +11,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from agent.model import Workload, WorkloadKind, primary_rank
+
+#: who holds a GPU (OpenTelemetry names); empty strings when nobody does
+WORKLOAD_LABELS: tuple[str, ...] = (
+    "k8s_namespace_name",
+    "k8s_pod_name",
+    "k8s_container_name",
+    "slurm_job_id",
+)
 
 
 def sorted_workloads(workloads: Iterable[Workload]) -> list[Workload]:

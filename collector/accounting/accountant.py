@@ -14,10 +14,11 @@ import msgspec
 
 from agent.model import GpuInfo
 from collector.accounting.rates import Rates
+from collector.analysis.shared import shared_parts
 from collector.analysis.usage import IntervalSums, energy_part, workload_part
 from collector.fleet.state import Applied, TrackedGpu
 from collector.ledger.records import GpuRecord, LedgerWrite, WorkloadStatsDelta
-from collector.records import HOUR_SECONDS, Interval, Usage, WorkloadRef
+from collector.records import HOUR_SECONDS, Interval, SharedUse, Usage, WorkloadRef
 
 #: a GPU's registry row is rewritten when its identity changes, else at most this often
 #: (its ``last_seen`` is that coarse; cursors and hourly rows carry the exact times)
@@ -28,8 +29,10 @@ class Accountant:
     """Turns each GPU's applied intervals into the ledger's hourly deltas, priced and
     carbon-counted with ``rates``; keeps what it already sent (registry rows)."""
 
-    def __init__(self, rates: Rates) -> None:
+    def __init__(self, rates: Rates, idle_threshold: float) -> None:
         self.rates = rates
+        #: ``analysis.idle_threshold``: a shared GPU's holder below it is idle on its own
+        self.idle_threshold = idle_threshold
         self._first_seen: dict[str, float] = {}
         self._workload_gpus: dict[str, set[str]] = {}
         self._workload_models: dict[str, str] = {}
@@ -58,6 +61,7 @@ class Accountant:
         while first < count:  # one run per pass: same hour, same holders
             head = intervals[first]
             run = _Run(math.floor(head.start / HOUR_SECONDS) * HOUR_SECONDS, head.shares)
+            run.sharing = head.sharing  # one holders object, one sharing: the same run
             hour, hour_end, shares = run.hour, run.hour_end, run.shares
             stop = first + 1
             while stop < count:
@@ -90,12 +94,15 @@ class Accountant:
         # a slice's holder runs on the slice, not the whole GPU (right-sizing starts there)
         profile = gpu.info.mig_profile
         model = f"{gpu.model} MIG {profile}" if profile else gpu.model
-        for ref, share in run.shares.items():
-            _add(write.workload_usage, (run.hour, ref.key), workload_part(usage, share))
+        parts = self._parts(run, usage, price)
+        for ref, part in parts.items():
+            _add(write.workload_usage, (run.hour, ref.key), part)
             stats = stats_deltas.get(ref.key)
             if stats is None:
                 stats = stats_deltas[ref.key] = WorkloadStatsDelta()
-            if run.observed is not None:
+            if run.sharing is not None:  # a shared GPU: each holder's own memory and use
+                _observe_own(stats, run, ref)
+            elif run.observed is not None:
                 stats.merge(run.observed)
             sent = self._workload_refs.get(ref.key)
             if sent is not ref and sent != ref:  # registry rows only when new or changed
@@ -106,6 +113,13 @@ class Accountant:
             self._workload_models[ref.key] = model
             stats.gpu_count = len(held)
             stats.last_seen = max(stats.last_seen, run.end)
+
+    def _parts(self, run: _Run, usage: Usage, price: float) -> dict[WorkloadRef, Usage]:
+        """Each holder's Usage of the run: its share of the GPU's, or on a shared GPU its
+        held fraction by its own activity (analysis/shared.py)."""
+        if run.sharing is None:
+            return {ref: workload_part(usage, share) for ref, share in run.shares.items()}
+        return shared_parts(run.sums, price, run.shares, run.sharing, self.idle_threshold)
 
     @staticmethod
     def _close_mig_parent(run: _Run, usage: Usage, write: LedgerWrite) -> None:
@@ -187,15 +201,25 @@ def _hour_parts(interval: Interval) -> list[Interval]:
     return parts
 
 
+def _observe_own(stats: WorkloadStatsDelta, run: _Run, ref: WorkloadRef) -> None:
+    """A shared GPU's holder's right-sizing observation: its own memory and SM share over
+    the run (the GPU's figures are every holder's together)."""
+    sharing = run.sharing
+    if sharing is not None and run.observed is not None:
+        seconds = run.observed.observed_seconds
+        stats.observe(seconds, sharing.memory_bytes.get(ref), sharing.sm_shares.get(ref))
+
+
 class _Run:
     """Consecutive intervals of one GPU in one hour with the same holders."""
 
-    __slots__ = ("end", "hour", "hour_end", "observed", "shares", "sums")
+    __slots__ = ("end", "hour", "hour_end", "observed", "shares", "sharing", "sums")
 
     def __init__(self, hour: float, shares: dict[WorkloadRef, float]):
         self.hour = hour
         self.hour_end = hour + HOUR_SECONDS
         self.shares = shares
+        self.sharing: SharedUse | None = None
         self.sums = IntervalSums()
         self.end = float("-inf")
         #: what each holder saw of the GPU (memory, SM activity), merged into each at close

@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 
 import msgspec
 
@@ -37,7 +37,8 @@ from collector.fleet.live import LiveFleet
 from collector.fleet.state import TrackedGpu
 from collector.ledger.batch_log import LoggedBatch
 from collector.ledger.observers import Observers
-from collector.ledger.store import GpuCursor, Ledger, LedgerWrite
+from collector.ledger.sql import Connection
+from collector.ledger.store import GpuCursor, GpuRecord, Ledger, LedgerFenced, LedgerWrite
 from collector.ledger.write_health import WriteHealth
 
 log = logging.getLogger(__name__)
@@ -63,7 +64,12 @@ class Applier:
         commit_interval_seconds: float,
         clock: Callable[[], float] = time.time,
         health: WriteHealth | None = None,
+        fence: Callable[[Connection], bool] | None = None,
     ) -> None:
+        """``fence``: checked in each commit's transaction (``Ledger.commit``)."""
+        self.fence = fence
+        #: a commit found the fence closed: this applier's state is another replica's now
+        self.fenced = False
         self.fleet = fleet
         self.accountant = accountant
         self.ledger = ledger
@@ -114,7 +120,10 @@ class Applier:
             write.cursors[uuid] = _cursor(self.fleet.gpu(uuid))
         write.batches_done = self.fleet.done_batches()
         try:
-            self.ledger.commit(write)
+            self.ledger.commit(write, self.fence)
+        except LedgerFenced:  # another replica owns these GPUs now: it re-applies them
+            self.fenced = True
+            return
         except Exception as err:  # all of it stays for the next tick, which retries
             self.health.commit_failed(err)
             return
@@ -129,11 +138,22 @@ class Applier:
         batch that fails ``check`` or cannot be applied is quarantined. A GPU whose last
         applied sample is older than ``forget_after_seconds`` is not brought back (its
         history stays in the ledger)."""
-        fleet, ledger = self.fleet, self.ledger
+        ledger = self.ledger
+        self.restore_from(ledger.gpus(), ledger.cursors(), ledger.pending_records(), check)
+
+    def restore_from(
+        self,
+        records: Iterable[GpuRecord],
+        cursors: Mapping[str, GpuCursor],
+        pending: Iterable[LoggedBatch],
+        check: BatchCheck = decode_only,
+    ) -> None:
+        """``restore`` from these GPUs, cursors and pending batches (a replica restores
+        the part of the ledger in the shards it takes over: collector/replicas.py)."""
+        fleet = self.fleet
         horizon = self.clock() - fleet.bounds.limits.forget_after_seconds
         with fleet.lock:
-            cursors = ledger.cursors()
-            for record in ledger.gpus():
+            for record in records:
                 if record.last_seen < horizon:
                     continue
                 info = msgspec.json.decode(record.info_json, type=GpuInfo)
@@ -146,22 +166,34 @@ class Applier:
                         cursor.open_episode_start,
                         cursor.open_episode_workload,
                     )
-            replayed = sum(self._replay(logged, check) for logged in ledger.pending_records())
+            replayed = sum(self._replay(logged, check) for logged in pending)
             if replayed:
                 log.info("restored %d acknowledged samples not yet applied", replayed)
 
-    def _replay(self, logged: LoggedBatch, check: BatchCheck) -> int:
-        body = logged.entry.body
+    def take(self, logged: LoggedBatch, check: BatchCheck) -> int:
+        """Buffer a pending batch another replica acknowledged (as received then); one
+        that fails ``check`` or buffering is quarantined. The samples taken."""
+        received_at = logged.entry.received_at
         try:
-            batch = check(body, logged.entry.received_at)
+            batch = check(logged.entry.body, received_at)
+            return self.fleet.buffer(logged.batch_id, batch, received_at=received_at).accepted
+        except Exception as err:  # this batch alone
+            self._set_aside(logged, f"{type(err).__name__}: {err}")
+        return 0
+
+    def _replay(self, logged: LoggedBatch, check: BatchCheck) -> int:
+        try:
+            batch = check(logged.entry.body, logged.entry.received_at)
             return self.fleet.buffer(logged.batch_id, batch, replay=True).accepted
         except Exception as err:  # this batch alone; the others are replayed
-            error = f"replayed after a restart: {type(err).__name__}: {err}"
+            self._set_aside(logged, f"replayed after a restart: {type(err).__name__}: {err}")
+        return 0
+
+    def _set_aside(self, logged: LoggedBatch, error: str) -> None:
         try:
-            self.ledger.quarantine(logged, body, error, self.clock())
+            self.ledger.quarantine(logged, logged.entry.body, error, self.clock())
         except OSError as err:  # it stays in the log, and is tried again at the next start
             log.error("batch %d cannot be quarantined (%s): left pending", logged.batch_id, err)
-        return 0
 
 
 def _cursor(gpu: TrackedGpu) -> GpuCursor:

@@ -65,8 +65,12 @@ class ActionEngine:
         actions_log: ActionLog,
         executors: Executors,
         announce: Callable[[Event, float], int] | None = None,
+        kept: Callable[[str, float], float | None] | None = None,
     ) -> None:
+        """``kept(workload_key, now)``: when a "Keep" answered from chat ends, None when
+        none runs (answer_log.AnswerLog.kept_until); a kept workload gets no step."""
         self.settings = settings
+        self.kept = kept
         self.log = actions_log
         self.executors = executors
         self.announce = announce
@@ -103,6 +107,8 @@ class ActionEngine:
         policy = self.settings.policy_for(ref.namespace)
         if policy.mode == "off":
             return None
+        if self.kept is not None and self.kept(ref.key, now) is not None:
+            return None  # kept from chat: no warning, no action until the keep ends
         candidate = Candidate(ref, views, first_seen)
         hint = rec.evidence.get("idle_since")
         hint = float(hint) if isinstance(hint, int | float) else rec.opened_at

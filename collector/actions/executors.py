@@ -8,6 +8,7 @@ message (no secrets, no URLs).
 
 from __future__ import annotations
 
+import re
 import subprocess
 import time
 import uuid
@@ -63,11 +64,46 @@ class Executor(Protocol):
         ...
 
 
+#: states of a job that holds nothing any more
+_SLURM_DONE = frozenset(
+    {"CANCELLED", "COMPLETED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
+     "DEADLINE", "OUT_OF_MEMORY"}
+)  # fmt: skip
+_JOB_STATE = re.compile(r"(?:^|\s)JobState=(\S+)")
+
+
 class SlurmExecutor:
-    """``scancel [--signal=SIG] [<reason_option> REASON] JOBID`` via ``scancel_path``."""
+    """``scancel [--signal=SIG] [<reason_option> REASON] JOBID`` via ``scancel_path``.
+
+    ``scancel`` exits 0 for an id Slurm never had or has forgotten, so the job's state is
+    asked (``scontrol show job -o``) before and after: a job Slurm does not know is "not
+    found", never "released", and a release counts only once the job has left RUNNING.
+    """
 
     def __init__(self, settings: SlurmSettings) -> None:
         self.settings = settings
+
+    def job_state(self, job_id: str) -> str | None:
+        """The job's state (RUNNING, CANCELLED, ...); None when Slurm does not know it."""
+        argv = [self.settings.scontrol_path, "show", "job", "-o", job_id]
+        done = self._run(argv, "scontrol")
+        if done.returncode != 0:
+            if "Invalid job id" in done.stderr:
+                return None
+            raise ExecutorError(f"scontrol exited {done.returncode}: {done.stderr.strip()[:200]}")
+        match = _JOB_STATE.search(done.stdout)
+        if match is None:
+            raise ExecutorError(f"scontrol show job {job_id}: no JobState in its answer")
+        return match.group(1)
+
+    def _run(self, argv: list[str], what: str) -> subprocess.CompletedProcess[str]:
+        try:
+            return subprocess.run(
+                argv, capture_output=True, text=True,
+                timeout=self.settings.timeout_seconds, check=False,
+            )  # fmt: skip
+        except (OSError, subprocess.TimeoutExpired) as err:
+            raise ExecutorError(f"{what}: {type(err).__name__}: {err}") from err
 
     def argv(self, target: Target, reason: str) -> list[str]:
         s = self.settings
@@ -81,25 +117,35 @@ class SlurmExecutor:
     def inspect(self, target: Target) -> Inspection:
         signal = f" --signal={self.settings.signal}" if self.settings.signal else ""
         command = f"scancel{signal} {target.name}"
+        state = self.job_state(_job_id(target))
+        if state is None or state in _SLURM_DONE:
+            gone = "not found" if state is None else f"already {state}"
+            return Inspection(False, False, f"Slurm job {target.name} {gone}", command=command)
         return Inspection(True, False, command, command=command)
 
     def release(self, target: Target, reason: str) -> str:
-        if not target.name.replace("_", "").isdigit():
-            raise ExecutorError(f"slurm: {target.name!r} is not a job id")
-        argv = self.argv(target, reason)
-        try:
-            done = subprocess.run(
-                argv,
-                capture_output=True,
-                text=True,
-                timeout=self.settings.timeout_seconds,
-                check=False,
-            )
-        except (OSError, subprocess.TimeoutExpired) as err:
-            raise ExecutorError(f"scancel: {type(err).__name__}: {err}") from err
+        job_id = _job_id(target)
+        seen = self.inspect(target)
+        if not seen.exists:
+            raise ExecutorError(f"slurm: {seen.action}; nothing cancelled")
+        done = self._run(self.argv(target, reason), "scancel")
         if done.returncode != 0:
             raise ExecutorError(f"scancel exited {done.returncode}: {done.stderr.strip()[:200]}")
-        return self.inspect(target).action
+        deadline = time.monotonic() + self.settings.verify_seconds
+        while (state := self.job_state(job_id)) not in _SLURM_DONE and state is not None:
+            if time.monotonic() >= deadline:
+                raise ExecutorError(
+                    f"scancel exited 0 but Slurm job {job_id} is still {state} after "
+                    f"{self.settings.verify_seconds:g} s"
+                )
+            time.sleep(0.1)
+        return seen.action
+
+
+def _job_id(target: Target) -> str:
+    if not target.name.replace("_", "").isdigit():
+        raise ExecutorError(f"slurm: {target.name!r} is not a job id")
+    return target.name
 
 
 class WebhookExecutor:

@@ -45,8 +45,9 @@ class ActionLog:
         """Store ``entry``; False when its stage was already recorded for the episode."""
         with self.ledger.write_transaction() as conn:
             cursor = conn.execute(
-                "INSERT OR IGNORE INTO action_log (at, workload_key, episode_start, stage, "
-                "decision, mode, dry_run, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO action_log (at, workload_key, episode_start, stage, "
+                "decision, mode, dry_run, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT DO NOTHING",
                 (
                     entry.at,
                     entry.workload_key,

@@ -59,6 +59,10 @@ class SlurmSettings:
     #: empty = the reason is only recorded in the ledger and announced
     reason_option: str = ""
     timeout_seconds: float = 30.0
+    #: asked for the job's state before and after scancel (which exits 0 for any id)
+    scontrol_path: str = "scontrol"
+    #: how long a cancelled job may take to leave RUNNING before the release is a failure
+    verify_seconds: float = 10.0
 
 
 @dataclass(frozen=True)

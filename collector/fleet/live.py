@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 from agent.model import Batch, GpuInfo, GpuSample
+from collector.analysis.work_window import WorkloadWindow
 from collector.backend import ImplausibleField, LateReason
 from collector.fleet.anomalies import Anomalies
 from collector.fleet.claims import CLAIM_HOLD_SECONDS, DuplicateClaims
@@ -26,6 +27,7 @@ from collector.fleet.limits import Breach, FleetBounds, FleetLimits, GroupTally
 from collector.fleet.mig import MigLayouts
 from collector.fleet.rules import FleetRules
 from collector.fleet.state import Applied, TrackedGpu
+from collector.fleet.windows import WorkloadWindows
 from collector.records import DuplicateGpu, GpuView, IdleEpisode
 
 log = logging.getLogger(__name__)
@@ -58,6 +60,7 @@ class LiveFleet:
         max_power_of: Callable[[GpuInfo], float] | None = None,
         count_implausible: Callable[[ImplausibleField, int], None] | None = None,
         limits: FleetLimits | None = None,
+        windows: WorkloadWindows | None = None,
     ) -> None:
         self.rules = rules
         self.lock = threading.RLock()
@@ -81,6 +84,8 @@ class LiveFleet:
         self._waiting: dict[str, list[tuple[float, int]]] = {}
         #: pending batches now fully applied, not yet committed as done
         self._done: list[int] = []
+        #: what the bottleneck verdicts read: each holder's recent minutes (issue 24)
+        self.windows = windows or WorkloadWindows()
         #: bumped by every change a reader could see (a batch buffered, samples applied,
         #: GPUs forgotten, a duplicate refused): the read views' cache key (http/views.py)
         self.version = 0
@@ -157,6 +162,10 @@ class LiveFleet:
                     # moved (silent on its old node past the claim hold): another host's
                     # counter and clock start here; no interval reaches back across it
                     gpu.series_from = min(s.timestamp for s in samples)
+                until = gpu.applied_until
+                self.windows.observe(
+                    batch.node, gpu.model, (s for s in samples if s.timestamp > until)
+                )
                 queued, newest = gpu.buffer_all(samples, self.rules, received_at)
                 if queued < len(samples):
                     oldest = min(s.timestamp for s in samples)
@@ -167,6 +176,7 @@ class LiveFleet:
                     accepted += queued
                     gpus += 1
                     heapq.heappush(self._waiting.setdefault(uuid, []), (newest, batch_id))
+            self.windows.observe_hosts(batch.hosts)
             if gpus:
                 self._pending[batch_id] = gpus
             else:
@@ -294,6 +304,12 @@ class LiveFleet:
             }
             self._mig.parent_views(views)
         return sorted(views.values(), key=lambda v: (v.node, v.index, v.uuid))
+
+    def workload_windows(self, now: float) -> list[WorkloadWindow]:
+        """Each holder's recent GPUs and host (collector/fleet/windows.py), for the
+        bottleneck verdicts."""
+        with self.lock:
+            return self.windows.windows(now)
 
     def node_labels(self) -> dict[str, dict[str, str]]:
         """Each node's labels from its latest batch (``region`` places it on the grid)."""

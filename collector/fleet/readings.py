@@ -16,7 +16,8 @@ import msgspec
 
 from agent.model import GpuSample, ProcessSample, Workload
 from collector.analysis.energy import workload_ref, workload_shares
-from collector.records import WorkloadRef
+from collector.analysis.shared import shared_use
+from collector.records import SharedUse, WorkloadRef
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -32,16 +33,20 @@ class Holders:
     shares: dict[WorkloadRef, float]
     #: the first workload's key: whose idle episode it is (None: unallocated)
     key: str | None
+    #: each holder's part of a shared GPU (analysis/shared.py); None: not shared
+    sharing: SharedUse | None = None
 
     @classmethod
     def of(cls, sample: GpuSample) -> Holders:
         workloads = sample.workloads
+        shares = workload_shares(sample)
         return cls(
             workloads=workloads,
             processes=sample.processes if len(workloads) > 1 else (),
             refs=tuple(workload_ref(w) for w in workloads),
-            shares=workload_shares(sample),
+            shares=shares,
             key=workloads[0].key if workloads else None,
+            sharing=shared_use(sample, {ref.key: ref for ref in shares}) if workloads else None,
         )
 
     def fit(self, sample: GpuSample) -> bool:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from agent.model import GpuInfo, GpuSample
 from collector.analysis.energy import interval_energy
 from collector.analysis.idle import classify_activity
+from collector.fleet.holder_idle import HolderIdle
 from collector.fleet.idle_run import IdleRun
 from collector.fleet.ordering import Backfill, window_ready
 from collector.fleet.readings import Holders, Reading
@@ -81,6 +82,8 @@ class TrackedGpu:
     backfill: Backfill = field(default_factory=Backfill)
     #: the most this GPU can draw (analysis/physical.py): its energy counter's bound
     max_power_watts: float = math.inf
+    #: a shared GPU's holders idle on their own, and since when (applied readings)
+    holder_idle: HolderIdle = field(default_factory=HolderIdle)
 
     @property
     def applied_until(self) -> float:
@@ -224,10 +227,13 @@ class TrackedGpu:
                         prev.holders.shares,
                         prev.memory_used_bytes,
                         prev.sm_activity,
+                        prev.holders.sharing,
                     )
                 )
             if self.episode_start is not None or activity is IDLE:
                 self._follow_episode(reading, activity, prev, gap_ok, out, shortest)
+            if reading.holders.sharing is not None or self.holder_idle.since:
+                self.holder_idle.follow(reading, activity, gap_ok, threshold)
             prev, prev_activity = reading, activity
             samples.append(reading)
         if prev is not None:
@@ -320,7 +326,18 @@ class TrackedGpu:
             idle_since,
             offset_seconds=offset_seconds,
             price_fraction=self.price_fraction,
+            holders_idle_since=self._holders_idle_since(reading, state, rules),
         )
+
+    def _holders_idle_since(
+        self, newest: Reading, state: GpuState, rules: FleetRules
+    ) -> dict[str, float]:
+        """A shared GPU's holders idle on their own now, and since when (event time)."""
+        if newest.holders.sharing is None or state is GpuState.UNKNOWN:
+            return {}
+        threshold = rules.idle_threshold
+        buffered = ((r, self._classify(r, threshold)) for r in self._buffer)
+        return self.holder_idle.now(buffered, threshold)
 
     def _idle_since(self, newest: Reading, rules: FleetRules) -> float | None:
         """When the idle run ending at ``newest`` (idle) began, counting buffered readings:

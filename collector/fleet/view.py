@@ -16,6 +16,7 @@ def view_of(
     idle_since: float | None,
     offset_seconds: float = 0.0,
     price_fraction: float = 1.0,
+    holders_idle_since: dict[str, float] | None = None,
 ) -> GpuView:
     """The view of a GPU in ``state`` whose newest reading is ``r`` (None: never read);
     memory total falls back to the GPU's identity when the reading lacks it. Times are
@@ -41,4 +42,13 @@ def view_of(
         healthy=r.healthy if r is not None else True,
         price_fraction=price_fraction,
         mig_enabled=info.mig_enabled,
+        holder_fractions=_fractions(r),
+        holders_idle_since={
+            key: start - offset_seconds for key, start in (holders_idle_since or {}).items()
+        },
     )
+
+
+def _fractions(r: Reading | None) -> dict[str, float]:
+    sharing = r.holders.sharing if r is not None else None
+    return {} if sharing is None else {ref.key: f for ref, f in sharing.fractions.items()}

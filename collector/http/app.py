@@ -17,6 +17,11 @@ the docs are open, as probes expect, and /metrics too unless
 batch's body goes to the backend's ingest thread (``submit``), decoded and checked there;
 past the in-flight bounds it is answered 429 with Retry-After first (``admission.py``).
 Requests are logged without headers or query strings, so tokens never reach a log.
+
+Mounted beside these through ``extra_routes`` (gpufleet/cli/collector.py): the console, plans,
+``GET /v1/savings`` (collector/http/savings.py), and with ``answers`` configured the chat
+callbacks ``POST /v1/answers/slack``, ``POST /v1/answers/feishu`` and the signed links' page
+``/ui/answer`` (collector/http/answers.py), which are authenticated by signature, not token.
 """
 
 from __future__ import annotations

@@ -35,6 +35,7 @@ from collector.read_answers import (
     TrendResponse,
 )
 from collector.records import GpuState, Recommendation, RecommendationKind, RecommendationStatus
+from collector.savings_report import SavingsReport
 
 _SCHEMA_TYPES: tuple[Any, ...] = (
     Batch,
@@ -52,6 +53,7 @@ _SCHEMA_TYPES: tuple[Any, ...] = (
     Recommendation,
     HealthReport,
     ReadinessResponse,
+    SavingsReport,
 )
 _REF = "#/components/schemas/{name}"
 
@@ -262,6 +264,13 @@ def _paths() -> dict[str, Any]:
              "404": _error("No recommendation with that id")},
             admin,
             parameters=[rec_id])},
+        "/v1/savings": {"get": _operation(
+            "What the releases in [start, end) freed up to end (default start: end - 7 days),"
+            " and what each Keep answered from chat came to",
+            {"200": _json("SavingsReport", "Releases, kept workloads and the totals"),
+             "422": _error("Bad start or end")},
+            read,
+            parameters=_window())},
         "/healthz": {"get": _operation("The detailed health report: ledger, write path", {
             "200": _json("HealthReport", "Healthy"),
             "503": _json("HealthReport", "The ledger does not answer or its writes fail")})},

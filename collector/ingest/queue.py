@@ -68,7 +68,11 @@ class IngestQueue:
         stats: IngestStats,
         observers: Observers,
         health: WriteHealth | None = None,
+        buffer_here: bool = True,
     ) -> None:
+        """``buffer_here`` False (a replica, collector/replicas.py): a stored batch is
+        acknowledged, not buffered: its shard's owner takes it from the intake."""
+        self.buffer_here = buffer_here
         self.settings = settings
         self.health = health or WriteHealth()
         self.ledger = ledger
@@ -214,6 +218,11 @@ class IngestQueue:
         if batch_id is None:
             self.stats.count_batch("duplicate")
             return ack
+        if not self.buffer_here:
+            count = len(batch.samples)
+            seconds = time.perf_counter() - item.started
+            self.stats.count_batch("accepted", samples=count, seconds=seconds, at=item.received_at)
+            return msgspec.structs.replace(ack, status="accepted", samples_accepted=count)
         # durable and pending: after a crash ``restore`` replays it, and a tick deletes
         # only batches it has buffered
         try:

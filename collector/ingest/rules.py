@@ -238,6 +238,8 @@ WORKLOAD_RULES: dict[str, Rule] = {
     "user": NAME,
     "team": NAME,
     "labels": LABELS,
+    "gpu_sharing": NAME,
+    "gpu_share": RATIO,
 }
 
 
@@ -312,6 +314,11 @@ CheckedBatch = cast(
 )
 
 
+#: every string: PostgreSQL's text cannot hold a NUL character, so one accepted would fail
+#: every commit after it (and SQLite's C API cuts strings at one); the decoder cannot
+#: express it as a constraint, so decode.py walks any body that spells one (``\u0000``)
+NO_NUL = Rule("must not contain a NUL character (\\u0000): the ledger cannot store one")
+
 #: a refusal message quotes at most this much of a string
 SHOWN_CHARS = 64
 
@@ -326,10 +333,16 @@ def breaches(
         value = getattr(struct, name)
         if not rule.accepts(value):
             yield f"{path}.{name}", value, rule
+        elif isinstance(value, str) and "\x00" in value:
+            yield f"{path}.{name}", value, NO_NUL
         elif rule.each is not None and value:
             each = rule.each
             entries = [*value.keys(), *value.values()] if isinstance(value, dict) else value
-            yield from ((f"{path}.{name}", v, each) for v in entries if not each.accepts(v))
+            for v in entries:
+                if not each.accepts(v):
+                    yield f"{path}.{name}", v, each
+                elif isinstance(v, str) and "\x00" in v:
+                    yield f"{path}.{name}", v, NO_NUL
 
 
 def shown(value: object) -> str:

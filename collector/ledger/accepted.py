@@ -24,6 +24,7 @@ from typing import NamedTuple
 from collector.ledger.ack_book import AckBook, Stream, load_rows, save_streams
 from collector.ledger.batch_log import BatchLog, BatchLogError, BatchRecord, LoggedBatch
 from collector.ledger.records import LedgerError, batch_json
+from collector.ledger.sql import Connection
 
 
 class Saved(NamedTuple):
@@ -108,6 +109,11 @@ class AcceptedBatches:
             self._append([BatchRecord("", "", -1, at, bytes(b), n) for at, n, b in rows])
             conn.execute("DELETE FROM pending_batches")
 
+    @property
+    def corrupt_records(self) -> int:
+        """Damaged records the batch log skipped when it was opened."""
+        return self.log.corrupt_records
+
     def record(self, entries: Sequence[BatchRecord]) -> list[int | None]:
         """Acknowledge each entry: its batch id, or None for a (node, boot, seq) seen
         before (in ``entries`` too). All are durable on return, or none is acknowledged."""
@@ -161,7 +167,7 @@ class AcceptedBatches:
             size = sum(n for _, n in self._backlog.values())
             return Backlog(len(self._backlog), size, oldest[0] if oldest else None)
 
-    def save(self, conn: sqlite3.Connection, batches_done: Sequence[int]) -> Saved:
+    def save(self, conn: Connection, batches_done: Sequence[int]) -> Saved:
         """Write the acks changed since the last commit and ``batches_done`` in ``conn``'s
         transaction. Pass the token it returns to ``committed`` or ``failed``."""
         with self._lock:

@@ -11,9 +11,10 @@ which holds each acknowledged batch until its samples are applied and committed.
 from __future__ import annotations
 
 import bisect
-import sqlite3
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+
+from collector.ledger.sql import Connection
 
 Stream = tuple[str, str]  # (node, agent_boot_id)
 
@@ -90,9 +91,7 @@ class AckBook:
         self._dirty.update(streams)
 
 
-def save_streams(
-    conn: sqlite3.Connection, streams: Mapping[Stream, list[tuple[int, int, float]]]
-) -> None:
+def save_streams(conn: Connection, streams: Mapping[Stream, list[tuple[int, int, float]]]) -> None:
     """Replace each stream's rows in ``ack_ranges`` with its ranges now."""
     conn.executemany("DELETE FROM ack_ranges WHERE node = ? AND boot_id = ?", list(streams))
     conn.executemany(
@@ -101,6 +100,6 @@ def save_streams(
     )
 
 
-def load_rows(conn: sqlite3.Connection) -> list[tuple[str, str, int, int, float]]:
+def load_rows(conn: Connection) -> list[tuple[str, str, int, int, float]]:
     sql = "SELECT node, boot_id, first_seq, last_seq, received_at FROM ack_ranges"
     return conn.execute(sql).fetchall()

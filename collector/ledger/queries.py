@@ -7,12 +7,12 @@ the read paths widen theirs with ``collector.usage_report.ledger_period``.
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any, Literal
 
 from collector.ledger.histogram import MEMORY_BUCKETS, SM_ACTIVITY_BUCKETS, histogram_quantile
 from collector.ledger.records import GpuCursor, GpuRecord
 from collector.ledger.schema import USAGE_COLUMNS
+from collector.ledger.sql import Connection
 from collector.records import (
     DAY_SECONDS,
     IdleEpisode,
@@ -23,7 +23,7 @@ from collector.records import (
     WorkloadRef,
 )
 
-Group = Literal["namespace", "team", "model", "node"]
+Group = Literal["namespace", "team", "user", "model", "node", "account"]
 
 _SUMS = ", ".join(f"SUM(h.{c})" for c in USAGE_COLUMNS)
 _TOTALS = ", ".join(f"t.{c}" for c in USAGE_COLUMNS)
@@ -33,14 +33,21 @@ _GPU_COLS = (
     "g.mig_parent_uuid, g.mig_profile"
 )
 _GPU_N = 10
-_WORKLOAD_COLS = "w.key, w.kind, w.name, w.namespace, w.team, w.user"
+_WORKLOAD_COLS = 'w.key, w.kind, w.name, w.namespace, w.team, w."user"'
 _WORKLOAD_N = 6
 #: group -> (rollup table, registry join, grouping column)
 _GROUPS: dict[str, tuple[str, str, str]] = {
     "namespace": ("workload_usage_hourly", "workloads w ON w.key = h.workload_key", "w.namespace"),
     "team": ("workload_usage_hourly", "workloads w ON w.key = h.workload_key", "w.team"),
+    "user": ("workload_usage_hourly", "workloads w ON w.key = h.workload_key", "w.user"),
     "model": ("gpu_usage_hourly", "gpus w ON w.uuid = h.gpu_uuid", "w.model"),
     "node": ("gpu_usage_hourly", "gpus w ON w.uuid = h.gpu_uuid", "w.node"),
+    # a Slurm job's namespace is its account (its partition when it has none: workload_ref)
+    "account": (
+        "workload_usage_hourly",
+        "workloads w ON w.key = h.workload_key",
+        "CASE WHEN w.kind = 'slurm_job' THEN w.namespace ELSE '' END",
+    ),
 }
 
 
@@ -60,7 +67,7 @@ _WORKLOAD_USAGE = ", ".join(("workload_key", *USAGE_COLUMNS))
 
 
 def usage_by_workload(
-    conn: sqlite3.Connection, start: float, end: float
+    conn: Connection, start: float, end: float
 ) -> list[tuple[WorkloadRef, Usage]]:
     """The whole UTC days in [start, end) from the daily rollups (a row a day), the hours
     before the first and after the last from the hourly ones: the same sums as the hours
@@ -83,9 +90,7 @@ def usage_by_workload(
     return [(_workload(r), _usage(r[_WORKLOAD_N:])) for r in rows]
 
 
-def usage_by_gpu(
-    conn: sqlite3.Connection, start: float, end: float
-) -> list[tuple[GpuRecord, Usage]]:
+def usage_by_gpu(conn: Connection, start: float, end: float) -> list[tuple[GpuRecord, Usage]]:
     rows = conn.execute(
         f"SELECT {_GPU_COLS}, {_SUMS} FROM gpu_usage_hourly h JOIN gpus g ON g.uuid = h.gpu_uuid "
         "WHERE h.hour_start >= ? AND h.hour_start < ? GROUP BY g.uuid ORDER BY g.node, g.uuid",
@@ -94,7 +99,7 @@ def usage_by_gpu(
     return [(_gpu(r), _usage(r[_GPU_N:])) for r in rows]
 
 
-def usage_by_hour(conn: sqlite3.Connection, start: float, end: float) -> list[tuple[float, Usage]]:
+def usage_by_hour(conn: Connection, start: float, end: float) -> list[tuple[float, Usage]]:
     """The fleet's usage per hour of ``[start, end)`` (hours with rows only), oldest first."""
     rows = conn.execute(
         f"SELECT h.hour_start, {_SUMS} FROM gpu_usage_hourly h "
@@ -105,7 +110,7 @@ def usage_by_hour(conn: sqlite3.Connection, start: float, end: float) -> list[tu
 
 
 def usage_by_group(
-    conn: sqlite3.Connection, start: float, end: float, group: Group
+    conn: Connection, start: float, end: float, group: Group
 ) -> list[tuple[str, Usage]]:
     """namespace/team sum workload rollups (usage nobody held is in no namespace);
     model/node sum GPU rollups."""
@@ -120,7 +125,7 @@ def usage_by_group(
     return [(str(r[0]), _usage(r[1:])) for r in rows]
 
 
-def usage_totals_by_workload(conn: sqlite3.Connection) -> list[tuple[WorkloadRef, Usage]]:
+def usage_totals_by_workload(conn: Connection) -> list[tuple[WorkloadRef, Usage]]:
     rows = conn.execute(
         f"SELECT {_WORKLOAD_COLS}, {_TOTALS} FROM workload_usage_total t "
         "JOIN workloads w ON w.key = t.workload_key ORDER BY w.key"
@@ -128,7 +133,7 @@ def usage_totals_by_workload(conn: sqlite3.Connection) -> list[tuple[WorkloadRef
     return [(_workload(r), _usage(r[_WORKLOAD_N:])) for r in rows]
 
 
-def usage_totals_by_gpu(conn: sqlite3.Connection) -> list[tuple[GpuRecord, Usage]]:
+def usage_totals_by_gpu(conn: Connection) -> list[tuple[GpuRecord, Usage]]:
     rows = conn.execute(
         f"SELECT {_GPU_COLS}, {_TOTALS} FROM gpu_usage_total t "
         "JOIN gpus g ON g.uuid = t.gpu_uuid ORDER BY g.node, g.uuid"
@@ -136,19 +141,19 @@ def usage_totals_by_gpu(conn: sqlite3.Connection) -> list[tuple[GpuRecord, Usage
     return [(_gpu(r), _usage(r[_GPU_N:])) for r in rows]
 
 
-def gpus(conn: sqlite3.Connection) -> list[GpuRecord]:
+def gpus(conn: Connection) -> list[GpuRecord]:
     return [
         _gpu(r) for r in conn.execute(f"SELECT {_GPU_COLS} FROM gpus g ORDER BY g.node, g.uuid")
     ]
 
 
-def cursors(conn: sqlite3.Connection) -> dict[str, GpuCursor]:
+def cursors(conn: Connection) -> dict[str, GpuCursor]:
     rows = conn.execute("SELECT * FROM cursors")
     return {r[0]: GpuCursor(*r) for r in rows}
 
 
 def idle_episodes(
-    conn: sqlite3.Connection,
+    conn: Connection,
     start: float,
     end: float,
     gpu_uuid: str | None,
@@ -160,13 +165,14 @@ def idle_episodes(
     rows = conn.execute(
         "SELECT gpu_uuid, node, start_time, end_time, workload_key FROM idle_episodes "
         "WHERE start_time < :end AND end_time > :start "
-        "AND (:gpu IS NULL OR gpu_uuid = :gpu) AND (:wl IS NULL OR workload_key = :wl) "
+        "AND (CAST(:gpu AS TEXT) IS NULL OR gpu_uuid = :gpu) "
+        "AND (CAST(:wl AS TEXT) IS NULL OR workload_key = :wl) "
         "UNION ALL "
         "SELECT c.gpu_uuid, g.node, c.open_episode_start, NULL, c.open_episode_workload "
         "FROM cursors c JOIN gpus g ON g.uuid = c.gpu_uuid "
         "WHERE :open AND c.open_episode_start IS NOT NULL AND c.open_episode_start < :end "
-        "AND (:gpu IS NULL OR c.gpu_uuid = :gpu) "
-        "AND (:wl IS NULL OR c.open_episode_workload = :wl) "
+        "AND (CAST(:gpu AS TEXT) IS NULL OR c.gpu_uuid = :gpu) "
+        "AND (CAST(:wl AS TEXT) IS NULL OR c.open_episode_workload = :wl) "
         "ORDER BY 3, 1",
         {"start": start, "end": end, "gpu": gpu_uuid, "wl": workload_key, "open": include_open},
     )
@@ -174,7 +180,7 @@ def idle_episodes(
 
 
 def workload_profiles(
-    conn: sqlite3.Connection, now: float, seen_within_seconds: float
+    conn: Connection, now: float, seen_within_seconds: float
 ) -> list[WorkloadProfile]:
     stats = conn.execute(
         f"SELECT {_WORKLOAD_COLS}, s.gpu_model, s.gpu_count, s.observed_seconds, "
@@ -211,7 +217,7 @@ def _profile(
     )
 
 
-def model_usage(conn: sqlite3.Connection, start: float, end: float) -> list[ModelUsage]:
+def model_usage(conn: Connection, start: float, end: float) -> list[ModelUsage]:
     """Per GPU model and node over ``[start, end)``, physical GPUs only (MIG instances
     excluded); per node because a node's price-book override may set its own plan.
 
@@ -229,7 +235,7 @@ def model_usage(conn: sqlite3.Connection, start: float, end: float) -> list[Mode
     return [ModelUsage(*r) for r in rows]
 
 
-def model_hours(conn: sqlite3.Connection, start: float, end: float) -> list[ModelHour]:
+def model_hours(conn: Connection, start: float, end: float) -> list[ModelHour]:
     """Per GPU model, node and hour over ``[start, end)``, physical GPUs only, as
     ``model_usage`` counts them: the allocation curve of the reserved baseline."""
     rows = conn.execute(
@@ -243,13 +249,13 @@ def model_hours(conn: sqlite3.Connection, start: float, end: float) -> list[Mode
     return [ModelHour(*r) for r in rows]
 
 
-def workload_last_seen(conn: sqlite3.Connection) -> dict[str, float]:
+def workload_last_seen(conn: Connection) -> dict[str, float]:
     """Workload key -> when it last held a GPU (event time)."""
     rows = conn.execute("SELECT workload_key, last_seen FROM workload_stats")
     return {str(key): float(seen) for key, seen in rows}
 
 
-def workload_models(conn: sqlite3.Connection) -> dict[str, str]:
+def workload_models(conn: Connection) -> dict[str, str]:
     """Workload key -> the GPU model the ledger last saw it on."""
     rows = conn.execute("SELECT workload_key, gpu_model FROM workload_stats")
     return {str(key): str(model) for key, model in rows if model}

@@ -7,17 +7,18 @@ the recommendation just before the dismissal cannot undo it).
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Collection, Sequence
 from typing import Any
 
 import msgspec
 
 from collector.ledger.records import LedgerError
+from collector.ledger.sql import Connection
 from collector.records import Recommendation, RecommendationKind, RecommendationStatus, Savings
 
 _COLS = "id, kind, subject, status, opened_at, updated_at, resolved_at, dismissed_by, body"
 _DISMISSED = RecommendationStatus.DISMISSED.value
+_KEEP = f"recommendations.status = '{_DISMISSED}'"
 
 
 class _Body(msgspec.Struct, frozen=True):
@@ -88,13 +89,14 @@ def _decode(row: tuple[Any, ...]) -> Recommendation:
     )
 
 
-def upsert(conn: sqlite3.Connection, recs: Sequence[Recommendation]) -> None:
+def upsert(conn: Connection, recs: Sequence[Recommendation]) -> None:
     conn.executemany(
         "INSERT INTO recommendations (id, kind, subject, status, opened_at, updated_at, "
         "resolved_at, money_per_month, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
         "ON CONFLICT (id) DO UPDATE SET kind = excluded.kind, subject = excluded.subject, "
-        f"status = IIF(status = '{_DISMISSED}', status, excluded.status), "
-        f"resolved_at = IIF(status = '{_DISMISSED}', resolved_at, excluded.resolved_at), "
+        f"status = CASE WHEN {_KEEP} THEN recommendations.status ELSE excluded.status END, "
+        f"resolved_at = CASE WHEN {_KEEP} THEN recommendations.resolved_at "
+        "ELSE excluded.resolved_at END, "
         "opened_at = excluded.opened_at, updated_at = excluded.updated_at, "
         "money_per_month = excluded.money_per_month, body = excluded.body",
         [_encode(rec) for rec in recs],
@@ -102,13 +104,15 @@ def upsert(conn: sqlite3.Connection, recs: Sequence[Recommendation]) -> None:
 
 
 def select(
-    conn: sqlite3.Connection, statuses: Collection[RecommendationStatus] | None
+    conn: Connection, statuses: Collection[RecommendationStatus] | None
 ) -> list[Recommendation]:
     """Largest saving first; all statuses when ``statuses`` is None."""
     where = ""
     args: tuple[str, ...] = ()
     if statuses is not None:
         args = tuple(RecommendationStatus(s).value for s in statuses)
+        if not args:  # "IN ()" is SQLite's, not PostgreSQL's
+            return []
         where = f"WHERE status IN ({', '.join('?' for _ in args)})"
     rows = conn.execute(
         f"SELECT {_COLS} FROM recommendations {where} ORDER BY money_per_month DESC, id", args
@@ -116,12 +120,12 @@ def select(
     return [_decode(r) for r in rows]
 
 
-def get(conn: sqlite3.Connection, rec_id: str) -> Recommendation | None:
+def get(conn: Connection, rec_id: str) -> Recommendation | None:
     row = conn.execute(f"SELECT {_COLS} FROM recommendations WHERE id = ?", (rec_id,)).fetchone()
     return None if row is None else _decode(row)
 
 
-def restore(conn: sqlite3.Connection, rec_id: str, now: float) -> Recommendation | None:
+def restore(conn: Connection, rec_id: str, now: float) -> Recommendation | None:
     """Undo a dismissal: OPEN again (``updated_at`` = now, the hysteresis resolves it if it
     is no longer desired); a recommendation not dismissed is left as it is; None when there
     is no such id."""
@@ -133,7 +137,7 @@ def restore(conn: sqlite3.Connection, rec_id: str, now: float) -> Recommendation
     return get(conn, rec_id)
 
 
-def dismiss(conn: sqlite3.Connection, rec_id: str, now: float, by: str) -> Recommendation | None:
+def dismiss(conn: Connection, rec_id: str, now: float, by: str) -> Recommendation | None:
     """Mark dismissed (``resolved_at`` = ``updated_at`` = now); None when there is no such id."""
     conn.execute(
         "UPDATE recommendations SET status = ?, updated_at = ?, resolved_at = ?, "

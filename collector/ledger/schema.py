@@ -1,8 +1,13 @@
-"""The ledger's SQLite schema as ordered migrations, and the connection settings.
+"""The ledger's schema as ordered migrations, one history for SQLite and PostgreSQL, and
+SQLite's connection settings.
 
 ``MIGRATIONS[i]`` takes the schema from version ``i`` to ``i + 1``. Each runs in its own
 transaction together with the ``schema_version`` update, so a crash leaves the database at
 one version or the next, never between. Never edit a shipped migration: append one.
+
+The migrations are written in SQLite's DDL; collector/ledger/pg_schema.py gives
+PostgreSQL's from them (types mapped, rollup tables partitioned by time, an override only
+where the SQL truly differs).
 """
 
 from __future__ import annotations
@@ -121,7 +126,7 @@ CREATE TABLE action_workloads (
 
 #: acknowledged batches as ranges of consecutive seqs per (node, boot): one row per agent
 #: boot instead of one per batch (a 1,000-GPU fleet acks ~2 million batches a day)
-_V3 = """
+V3 = """
 CREATE TABLE ack_ranges (
   node TEXT NOT NULL, boot_id TEXT NOT NULL, first_seq INTEGER NOT NULL,
   last_seq INTEGER NOT NULL, received_at REAL NOT NULL,
@@ -145,19 +150,77 @@ CREATE TABLE intake_done (batch_id INTEGER PRIMARY KEY) WITHOUT ROWID;
 
 #: per-workload usage per UTC day (the sum of that day's hourly rows, kept by the same
 #: commit): a long /v1/workloads range reads a row a day, hours only at its partial ends
-_V5 = f"""
+V5_TABLE = f"""
 CREATE TABLE workload_usage_daily (
   day_start REAL NOT NULL, workload_key TEXT NOT NULL REFERENCES workloads(key),
 {_USAGE_SQL},
   PRIMARY KEY (day_start, workload_key)
 ) WITHOUT ROWID;
+"""
+
+
+def v5_fill(day_of_hour: str) -> str:
+    return f"""
 INSERT INTO workload_usage_daily (day_start, workload_key, {", ".join(USAGE_COLUMNS)})
-  SELECT hour_start - (hour_start % 86400), workload_key,
+  SELECT {day_of_hour}, workload_key,
          {", ".join(f"SUM({c})" for c in USAGE_COLUMNS)}
   FROM workload_usage_hourly GROUP BY 1, 2;
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5)
+
+_V5 = V5_TABLE + v5_fill("hour_start - (hour_start % 86400)")
+
+#: PostgreSQL's durable intake (pg_schema.py, pg_intake.py). SQLite keeps its acknowledged
+#: batches in the batch log beside the file instead, so this version adds nothing there.
+_V6 = ""
+
+#: the read schema (docs/ledger-postgresql.md): views a Grafana PostgreSQL datasource or a
+#: BI tool charts without our API. Times are Unix seconds (UTC day or hour starts); their
+#: columns are part of the contract: add columns, never rename or drop them.
+_V7 = """
+CREATE VIEW waste_daily_by_team AS
+  SELECT d.day_start, w.team,
+         SUM(d.idle_seconds) / 3600.0 AS idle_gpu_hours,
+         SUM(d.allocated_idle_seconds) / 3600.0 AS allocated_idle_gpu_hours,
+         SUM(d.idle_cost) AS idle_cost,
+         SUM(d.idle_energy_joules) AS idle_energy_joules
+  FROM workload_usage_daily d JOIN workloads w ON w.key = d.workload_key
+  GROUP BY d.day_start, w.team;
+CREATE VIEW energy_daily_by_workload AS
+  SELECT d.day_start, w.key AS workload_key, w.kind, w.name, w.namespace, w.team,
+         d.energy_joules, d.energy_joules / 3600000.0 AS energy_kwh,
+         d.estimated_energy_joules, d.carbon_grams, d.cost,
+         d.active_seconds / 3600.0 AS active_gpu_hours
+  FROM workload_usage_daily d JOIN workloads w ON w.key = d.workload_key;
+CREATE VIEW gpu_hours_hourly_by_model AS
+  SELECT h.hour_start, g.model, g.node, COUNT(*) AS gpus,
+         SUM(h.active_seconds) / 3600.0 AS active_gpu_hours,
+         SUM(h.idle_seconds) / 3600.0 AS idle_gpu_hours,
+         SUM(h.unknown_seconds) / 3600.0 AS unknown_gpu_hours,
+         SUM(h.energy_joules) AS energy_joules, SUM(h.idle_cost) AS idle_cost
+  FROM gpu_usage_hourly h JOIN gpus g ON g.uuid = h.gpu_uuid
+  WHERE g.mig_parent_uuid IS NULL
+  GROUP BY h.hour_start, g.model, g.node;
+"""
+
+#: answers from chat buttons and signed links (collector/actions/answer_log.py): who answered
+#: what, when, and what came of it; a kept workload's exemption ends at ``kept_until``.
+#: ``id`` is the service's own id for the press, so a replayed one is refused. Plain SQL
+#: that SQLite and PostgreSQL read alike (DOUBLE PRECISION: REAL is 4 bytes in PostgreSQL)
+_V8 = """
+CREATE TABLE answers (
+  id TEXT PRIMARY KEY, answered_at DOUBLE PRECISION NOT NULL, service TEXT NOT NULL,
+  service_user TEXT NOT NULL, who TEXT NOT NULL, action TEXT NOT NULL,
+  recommendation_id TEXT NOT NULL, workload_key TEXT NOT NULL, outcome TEXT NOT NULL,
+  detail TEXT NOT NULL, kept_until DOUBLE PRECISION
+);
+CREATE INDEX answers_by_workload ON answers (workload_key, kept_until);
+"""
+#: collector replicas on one PostgreSQL (pg_schema.py: intake shards, live GPU state, the
+#: ledger-wide version); one collector on SQLite needs none of it
+_V9 = ""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, V3, _V4, _V5, _V6, _V7, _V8, _V9)
 
 
 def schema_version(conn: sqlite3.Connection) -> int:
@@ -213,9 +276,10 @@ def configure(conn: sqlite3.Connection, *, synchronous: str) -> None:
 
 
 def sqlite_path(url: str) -> str:
-    """The SQLite file for a ledger URL: a path, ``sqlite:///path`` or ``:memory:``."""
-    if url.startswith(("postgresql://", "postgres://")):
-        raise LedgerError("ledger.url: the PostgreSQL ledger is not implemented yet; use a path")
+    """The SQLite file for a ledger URL: a path, ``sqlite:///path`` or ``:memory:``
+    (a ``postgresql://`` URL is collector/ledger/postgres.py's: see ``is_postgres_url``)."""
+    if is_postgres_url(url):
+        raise LedgerError("ledger.url: a PostgreSQL URL names no SQLite file")
     if url.startswith("sqlite://"):
         path = url.removeprefix("sqlite://").removeprefix("/")
         return path or ":memory:"
@@ -224,6 +288,10 @@ def sqlite_path(url: str) -> str:
     if not url:
         raise LedgerError("ledger.url: empty")
     return url
+
+
+def is_postgres_url(url: str) -> bool:
+    return url.startswith(("postgresql://", "postgres://"))
 
 
 def connect(path: str, synchronous: str) -> sqlite3.Connection:

@@ -1,32 +1,32 @@
-"""The collector's durable state: SQLite in WAL mode (PostgreSQL is not implemented yet),
-and beside it the batch log of acknowledged batches (collector/ledger/batch_log.py).
+"""The collector's durable state, on one of two backends (collector/ledger/engine.py):
+SQLite in WAL mode with the batch log of acknowledged batches beside it
+(collector/ledger/batch_log.py), or PostgreSQL with its intake table
+(collector/ledger/postgres.py, pg_intake.py). ``Ledger.open`` picks one by URL; callers do
+not care which.
 
-Why nothing is lost or counted twice across ``kill -9``: ``record_batches`` appends the
-batches to the batch log (fdatasynced with ``synchronous=FULL``) before the HTTP layer
-answers 2xx; ``commit`` adds the rollup deltas, moves the GPUs' cursors, and records the
-acks and which batches are now applied, in one transaction. After a restart the applier
-replays ``pending_batches()`` and skips samples at or before each GPU's
-``cursors()[uuid].applied_until``.
+Why nothing is lost or counted twice across ``kill -9``: ``record_batches`` makes the
+batches durable (the batch log, fdatasynced with ``synchronous=FULL``; or committed to
+PostgreSQL's ``intake_batches``) before the HTTP layer answers 2xx; ``commit`` adds the
+rollup deltas, moves the GPUs' cursors, and records the acks and which batches are now
+applied, in one transaction. After a restart the applier replays ``pending_batches()``
+and skips samples at or before each GPU's ``cursors()[uuid].applied_until``.
 
-Threads: one writer connection and (for files) one reader connection, each behind its
-own lock, so API reads run beside the writer (WAL). Reads are snapshots. The accepted batches
-have a lock of their own, so an ack does not wait for a commit.
+Threads: the engine runs writes one at a time and reads beside them, each on a snapshot.
+The accepted batches have a lock of their own, so an ack does not wait for a commit.
 """
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 from typing import TypeVar
 
 from collector.ledger import queries as queries
 from collector.ledger import recommendations as recs
-from collector.ledger.accepted import AcceptedBatches, Backlog
+from collector.ledger.accepted import Backlog
 from collector.ledger.batch_log import BatchRecord, LoggedBatch
-from collector.ledger.files import low_space
+from collector.ledger.engine import Engine, Intake, ShardedIntake, SqliteEngine
 from collector.ledger.quarantine import Quarantine, QuarantineSummary
 from collector.ledger.queries import Group
 from collector.ledger.records import (
@@ -36,13 +36,15 @@ from collector.ledger.records import (
     LedgerWrite,
     WorkloadStatsDelta,
 )
-from collector.ledger.schema import connect, migrate, sqlite_path
+from collector.ledger.schema import is_postgres_url, sqlite_path
+from collector.ledger.sql import Connection
 from collector.ledger.writes import (
     ACK_RETENTION_SECONDS,
     apply_write,
     prune,
 )
 from collector.records import (
+    DAY_SECONDS,
     IdleEpisode,
     ModelHour,
     ModelUsage,
@@ -69,57 +71,42 @@ T = TypeVar("T")
 
 
 class Ledger:
-    def __init__(
-        self,
-        writer: sqlite3.Connection,
-        reader: sqlite3.Connection,
-        intake_dir: Path | None = None,
-        sync_intake: bool = True,
-    ) -> None:
-        """``intake_dir``: where the batch log lives (None: in memory; ``open`` puts it at
-        ``<ledger>-intake``, the log's older name, so existing ledgers find theirs); it is
-        opened, and locked for this process, by the first call that needs it
-        (``record_batches``, ``pending_batches``, ``commit``), so readers such as
-        ``gpufleet report`` never touch it."""
-        self._writer = writer
-        self._reader = reader
-        self._write_lock = threading.Lock()
-        # ":memory:" has one connection for both; one lock then guards it
-        self._read_lock = self._write_lock if reader is writer else threading.Lock()
-        self._intake_dir, self._sync_intake = intake_dir, sync_intake
-        self._accepted: AcceptedBatches | None = None
+    def __init__(self, engine: Engine) -> None:
+        """The intake is opened, and on SQLite its batch log locked for this process, by
+        the first call that needs it (``record_batches``, ``pending_batches``,
+        ``commit``), so readers such as ``gpufleet report`` never touch it."""
+        self.engine = engine
+        self._accepted: Intake | None = None
         self._accepted_open_lock = threading.Lock()
         #: batches that cannot be applied, kept aside (collector/ledger/quarantine.py)
-        self._quarantine = Quarantine(intake_dir / "quarantine" if intake_dir else None)
+        self._quarantine = Quarantine(engine.quarantine_dir)
         #: write transactions committed by this process: the read views' cache key for
         #: what comes from the ledger (rollups, recommendations; collector/http/views.py)
         self.writes = 0
 
     @classmethod
-    def open(cls, url: str, *, synchronous: str = "FULL") -> Ledger:
-        """Open (creating and migrating as needed) the ledger at ``url``.
+    def open(cls, url: str, *, synchronous: str = "FULL", shard_count: int = 64) -> Ledger:
+        """Open (creating and migrating as needed) the ledger at ``url``: a SQLite path,
+        ``sqlite:///path``, ``:memory:`` or a ``postgresql://`` URL.
 
-        ``synchronous`` is ``FULL`` (an ack survives power loss) or ``NORMAL`` (survives
-        ``kill -9`` but a power loss may drop the last commits); see ledger_schema.configure.
+        ``synchronous`` (SQLite) is ``FULL`` (an ack survives power loss) or ``NORMAL``
+        (survives ``kill -9`` but a power loss may drop the last commits); see
+        schema.configure. PostgreSQL commits are durable as its server is configured.
         """
-        path = sqlite_path(url)
-        writer = connect(path, synchronous)
-        try:
-            migrate(writer)
-            reader = writer if path == ":memory:" else connect(path, synchronous)
-        except (LedgerError, sqlite3.Error) as err:
-            writer.close()
-            raise LedgerError(str(err)) from err
-        intake_dir = None if path == ":memory:" else Path(path + "-intake")
-        return cls(writer, reader, intake_dir, sync_intake=synchronous == "FULL")
+        if is_postgres_url(url):
+            from collector.ledger.postgres import PostgresEngine
+
+            return cls(PostgresEngine.open(url))
+        return cls(SqliteEngine.open(url, synchronous))
+
+    @property
+    def dialect(self) -> str:
+        return self.engine.dialect
 
     def close(self) -> None:
         if self._accepted is not None:
             self._accepted.close()
-        with self._write_lock:
-            if self._reader is not self._writer:
-                self._reader.close()
-            self._writer.close()
+        self.engine.close()
 
     def __enter__(self) -> Ledger:
         return self
@@ -128,43 +115,24 @@ class Ledger:
         self.close()
 
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        with self._write_lock:
-            conn = self._writer
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                yield conn
-                conn.execute("COMMIT")
-                self.writes += 1
-            except BaseException as err:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                if isinstance(err, sqlite3.Error):
-                    raise LedgerError(f"ledger write failed: {err}") from err
-                raise
+    def _write(self) -> Iterator[Connection]:
+        with self.engine.write() as conn:
+            yield conn
+        self.writes += 1
 
-    def _read(self, query: Callable[[sqlite3.Connection], T]) -> T:
-        with self._read_lock:
-            conn = self._reader
-            try:
-                conn.execute("BEGIN")  # one snapshot for all of the query's statements
-                try:
-                    return query(conn)
-                finally:
-                    conn.execute("COMMIT")
-            except sqlite3.Error as err:
-                raise LedgerError(f"ledger read failed: {err}") from err
+    def _read(self, query: Callable[[Connection], T]) -> T:
+        return self.engine.read(query)
 
     # -- for modules that own their tables (notification outbox, action log) ------------
 
     @contextmanager
-    def write_transaction(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction (BEGIN IMMEDIATE .. COMMIT, rolled back on error), for
-        modules that keep their own SQL next to their own tables."""
+    def write_transaction(self) -> Iterator[Connection]:
+        """One write transaction (committed on exit, rolled back on error), for modules
+        that keep their own SQL (collector/ledger/sql.py) next to their own tables."""
         with self._write() as conn:
             yield conn
 
-    def read(self, query: Callable[[sqlite3.Connection], T]) -> T:
+    def read(self, query: Callable[[Connection], T]) -> T:
         """Run ``query`` on one read snapshot, for modules that own their tables."""
         return self._read(query)
 
@@ -193,13 +161,18 @@ class Ledger:
             return []
         return self._opened_accepted().record(records)
 
-    def commit(self, write: LedgerWrite) -> None:
+    def commit(self, write: LedgerWrite, fence: Callable[[Connection], bool] | None = None) -> None:
         """Apply one ``LedgerWrite`` atomically (see its docstring), with the acks
-        recorded since the last commit."""
+        recorded since the last commit. ``fence`` runs first in the transaction: when it
+        answers False (a replica's shard lease was taken over) nothing is written and
+        ``LedgerFenced`` is raised."""
         accepted = self._opened_accepted()
         saved = None
         try:
             with self._write() as conn:
+                if fence is not None and not fence(conn):
+                    raise LedgerFenced("the shard's lease moved to another replica")
+                self.engine.prepare(conn, {h for h, _ in (*write.gpu_usage, *write.workload_usage)})
                 apply_write(conn, write)
                 saved = accepted.save(conn, write.batches_done)
         except BaseException:
@@ -214,7 +187,8 @@ class Ledger:
         older than ``ACK_RETENTION_SECONDS``; all-time totals stay. Returns the rows
         deleted."""
         with self._write() as conn:
-            deleted = prune(conn, now, retention_days)
+            deleted = self.engine.drop_expired(conn, _day_cutoff(now, retention_days))
+            deleted += prune(conn, now, retention_days)
         if self._accepted is not None:  # else its book is read from the pruned table
             self._accepted.prune(now - ACK_RETENTION_SECONDS)
         return deleted
@@ -230,10 +204,32 @@ class Ledger:
         """``pending_batches`` with each batch's identity and arrival as logged."""
         return self._opened_accepted().pending()
 
+    def pending_of_shards(
+        self, shards: Sequence[int], known: Sequence[int] = ()
+    ) -> list[LoggedBatch]:
+        """The pending batches of ``shards`` but those in ``known`` (PostgreSQL only)."""
+        return self._sharded().pending(shards, known)
+
+    def pending_shards(self) -> dict[int, int]:
+        """Pending batch id -> shard, of every replica's (PostgreSQL only)."""
+        return self._sharded().pending_shards()
+
+    def version(self) -> int:
+        """Write transactions so far: ledger-wide on PostgreSQL (any replica's), this
+        process's on SQLite (``writes``). PostgreSQL's costs a read."""
+        shared = getattr(self.engine, "version", None)
+        return int(shared()) if shared is not None else self.writes
+
+    def _sharded(self) -> ShardedIntake:
+        intake = self._opened_accepted()
+        if not hasattr(intake, "pending_shards"):
+            raise LedgerError("intake shards: only a PostgreSQL ledger keeps them")
+        return intake  # type: ignore[return-value]
+
     def intake_corrupt_records(self) -> int:
         """Damaged records the batch log skipped when it was opened (0 until it is)."""
         accepted = self._accepted
-        return 0 if accepted is None else accepted.log.corrupt_records
+        return 0 if accepted is None else accepted.corrupt_records
 
     # -- the write path's health ----------------------------------------------------------
 
@@ -245,9 +241,7 @@ class Ledger:
 
     def space_problem(self) -> str | None:
         """Whether the ledger's volume has too little free space (files.low_space)."""
-        if self._intake_dir is None:
-            return None
-        return low_space(self._intake_dir.parent, self._sync_intake)
+        return self.engine.space_problem()
 
     def set_aside_pending(self) -> bool:
         """Whether quarantined batches wait for a commit to mark them done."""
@@ -261,14 +255,12 @@ class Ledger:
         accepted = self._accepted
         return accepted.backlog() if accepted is not None else Backlog(0, 0, None)
 
-    def _opened_accepted(self) -> AcceptedBatches:
+    def _opened_accepted(self) -> Intake:
         if self._accepted is None:
             with self._accepted_open_lock:
                 if self._accepted is None:
-                    with self._write() as conn:
-                        self._accepted = AcceptedBatches.open(
-                            conn, self._intake_dir, sync=self._sync_intake
-                        )
+                    self._accepted = self.engine.open_intake()
+                    self.writes += 1
         return self._accepted
 
     def cursors(self) -> dict[str, GpuCursor]:
@@ -360,3 +352,13 @@ class Ledger:
     def restore_recommendation(self, rec_id: str, now: float) -> Recommendation | None:
         with self._write() as conn:
             return recs.restore(conn, rec_id, now)
+
+
+class LedgerFenced(LedgerError):
+    """A commit refused by its fence: this replica no longer owns what it applied."""
+
+
+def _day_cutoff(now: float, retention_days: int) -> float:
+    """The UTC day before which ``prune`` deletes rollup rows (writes.prune)."""
+    cutoff = now - retention_days * DAY_SECONDS
+    return cutoff - cutoff % DAY_SECONDS

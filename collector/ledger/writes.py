@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import operator
-import sqlite3
 from collections.abc import Iterable
 from typing import Any
 
 from collector.ledger.records import LedgerWrite
 from collector.ledger.schema import USAGE_COLUMNS
+from collector.ledger.sql import Connection
 from collector.records import DAY_SECONDS, Usage
 
 #: acks are kept this long; the agent drops spooled batches after 7 days
@@ -18,15 +18,24 @@ ACK_RETENTION_SECONDS = 14 * 24 * 3600.0
 _usage_values = operator.attrgetter(*USAGE_COLUMNS)
 _COLS = ", ".join(USAGE_COLUMNS)
 _MARKS = ", ".join("?" for _ in USAGE_COLUMNS)
-_ADD = ", ".join(f"{c} = {c} + excluded.{c}" for c in USAGE_COLUMNS)
+
+
+def _greatest(table: str, column: str) -> str:
+    """The larger of the stored and the new value (portable: no scalar MAX in PostgreSQL,
+    no GREATEST in SQLite)."""
+    return (
+        f"CASE WHEN {table}.{column} >= excluded.{column} THEN {table}.{column} "
+        f"ELSE excluded.{column} END"
+    )
 
 
 def _upsert_usage(table: str, keys: tuple[str, ...]) -> str:
     key_cols = ", ".join(keys)
     key_marks = ", ".join("?" for _ in keys)
+    add = ", ".join(f"{c} = {table}.{c} + excluded.{c}" for c in USAGE_COLUMNS)
     return (
         f"INSERT INTO {table} ({key_cols}, {_COLS}) VALUES ({key_marks}, {_MARKS}) "
-        f"ON CONFLICT ({key_cols}) DO UPDATE SET {_ADD}"
+        f"ON CONFLICT ({key_cols}) DO UPDATE SET {add}"
     )
 
 
@@ -37,7 +46,7 @@ _WORKLOAD_TOTAL = _upsert_usage("workload_usage_total", ("workload_key",))
 _WORKLOAD_DAILY = _upsert_usage("workload_usage_daily", ("day_start", "workload_key"))
 
 
-def apply_write(conn: sqlite3.Connection, write: LedgerWrite) -> None:
+def apply_write(conn: Connection, write: LedgerWrite) -> None:
     """Registries first (the rows below reference them), then deltas, cursors, cleanup."""
     _upsert_registries(conn, write)
     _add_usage(conn, _GPU_HOURLY, _GPU_TOTAL, write.gpu_usage.items())
@@ -45,7 +54,9 @@ def apply_write(conn: sqlite3.Connection, write: LedgerWrite) -> None:
     conn.executemany(_WORKLOAD_DAILY, [(hour - hour % DAY_SECONDS, *rest) for hour, *rest in rows])
     _upsert_stats(conn, write)
     conn.executemany(
-        "INSERT OR REPLACE INTO idle_episodes VALUES (?, ?, ?, ?, ?)",
+        "INSERT INTO idle_episodes VALUES (?, ?, ?, ?, ?) "
+        "ON CONFLICT (gpu_uuid, start_time) DO UPDATE SET node = excluded.node, "
+        "end_time = excluded.end_time, workload_key = excluded.workload_key",
         [
             (e.gpu_uuid, e.node, e.start, e.end, e.workload_key)
             for e in write.episodes_closed
@@ -71,14 +82,15 @@ def apply_write(conn: sqlite3.Connection, write: LedgerWrite) -> None:
     )
 
 
-def _upsert_registries(conn: sqlite3.Connection, write: LedgerWrite) -> None:
+def _upsert_registries(conn: Connection, write: LedgerWrite) -> None:
     conn.executemany(
         "INSERT INTO gpus VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (uuid) DO UPDATE SET "
         "node = excluded.node, model = excluded.model, name = excluded.name, "
         "gpu_index = excluded.gpu_index, info_json = excluded.info_json, "
         "mig_parent_uuid = excluded.mig_parent_uuid, mig_profile = excluded.mig_profile, "
-        "first_seen = MIN(first_seen, excluded.first_seen), "
-        "last_seen = MAX(last_seen, excluded.last_seen)",
+        "first_seen = CASE WHEN gpus.first_seen <= excluded.first_seen "
+        "THEN gpus.first_seen ELSE excluded.first_seen END, "
+        f"last_seen = {_greatest('gpus', 'last_seen')}",
         [
             (
                 g.uuid,
@@ -98,13 +110,13 @@ def _upsert_registries(conn: sqlite3.Connection, write: LedgerWrite) -> None:
     conn.executemany(
         "INSERT INTO workloads VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET "
         "kind = excluded.kind, name = excluded.name, namespace = excluded.namespace, "
-        "team = excluded.team, user = excluded.user",
+        'team = excluded.team, "user" = excluded."user"',
         [(w.key, w.kind, w.name, w.namespace, w.team, w.user) for w in write.workloads.values()],
     )
 
 
 def _add_usage(
-    conn: sqlite3.Connection,
+    conn: Connection,
     hourly_sql: str,
     total_sql: str,
     deltas: Iterable[tuple[tuple[float, str], Usage]],
@@ -116,16 +128,18 @@ def _add_usage(
     return rows
 
 
-def _upsert_stats(conn: sqlite3.Connection, write: LedgerWrite) -> None:
+def _upsert_stats(conn: Connection, write: LedgerWrite) -> None:
     conn.executemany(
         "INSERT INTO workload_stats VALUES (?, ?, ?, ?, ?, ?, ?) "
         "ON CONFLICT (workload_key) DO UPDATE SET "
-        "observed_seconds = observed_seconds + excluded.observed_seconds, "
-        "memory_peak_bytes = MAX(memory_peak_bytes, excluded.memory_peak_bytes), "
-        "sm_activity_peak = MAX(sm_activity_peak, excluded.sm_activity_peak), "
-        "gpu_model = IIF(excluded.gpu_model = '', gpu_model, excluded.gpu_model), "
-        "gpu_count = IIF(excluded.gpu_count = 0, gpu_count, excluded.gpu_count), "
-        "last_seen = MAX(last_seen, excluded.last_seen)",
+        "observed_seconds = workload_stats.observed_seconds + excluded.observed_seconds, "
+        f"memory_peak_bytes = {_greatest('workload_stats', 'memory_peak_bytes')}, "
+        f"sm_activity_peak = {_greatest('workload_stats', 'sm_activity_peak')}, "
+        "gpu_model = CASE WHEN excluded.gpu_model = '' THEN workload_stats.gpu_model "
+        "ELSE excluded.gpu_model END, "
+        "gpu_count = CASE WHEN excluded.gpu_count = 0 THEN workload_stats.gpu_count "
+        "ELSE excluded.gpu_count END, "
+        f"last_seen = {_greatest('workload_stats', 'last_seen')}",
         [
             (
                 key,
@@ -148,12 +162,12 @@ def _upsert_stats(conn: sqlite3.Connection, write: LedgerWrite) -> None:
     conn.executemany(
         "INSERT INTO workload_histograms VALUES (?, ?, ?, ?) "
         "ON CONFLICT (workload_key, metric, bucket) DO UPDATE SET "
-        "seconds = seconds + excluded.seconds",
+        "seconds = workload_histograms.seconds + excluded.seconds",
         rows,
     )
 
 
-def prune(conn: sqlite3.Connection, now: float, retention_days: int) -> int:
+def prune(conn: Connection, now: float, retention_days: int) -> int:
     """Delete rows past retention; all-time totals, stats and pending batches stay."""
     cutoff = now - retention_days * 24 * 3600.0
     # a UTC day's rows go once all of the day is past the cutoff, its hours with its daily

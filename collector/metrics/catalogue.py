@@ -133,6 +133,50 @@ RECOMMENDATION_SAVINGS_LOW = MetricSpec(
     "Saving over the next month of the open recommendations if each situation lasts only as "
     "long again as it has been observed (the low end of the range), summed by kind.",
 )
+# why the GPUs waste (issue 24): from the open bottleneck and broken_gpus recommendations
+# (collector/metrics/verdicts.py), so the figures are /v1/recommendations'
+WORKLOAD_BOTTLENECK_COST = MetricSpec(
+    "gpufleet_workload_bottleneck_unused_cost_per_hour",
+    "gauge",
+    "",
+    ("k8s_namespace_name", "workload", "cause", "currency"),
+    "The part of a workload's unused GPU share (price x (1 - used share)) its open "
+    "bottleneck recommendation puts on each likely cause (input_bound, host_cpu_bound, "
+    "communication_bound, memory_bandwidth_bound, throttled, no_tensor_cores, straggler, "
+    "gpu_fault), in the currency label's unit per hour.",
+)
+GPU_FAULT_COST = MetricSpec(
+    "gpufleet_gpu_fault_cost_per_hour",
+    "gauge",
+    "",
+    ("node", "workload", "condition", "currency"),
+    "Money spent on GPUs a workload holds while broken (condition: off_bus, xid, ecc, "
+    "throttled), per node and workload, from the open broken_gpus recommendations, in the "
+    "currency label's unit per hour.",
+)
+NODE_GPUS_MISSING = MetricSpec(
+    "gpufleet_node_gpus_missing",
+    "gauge",
+    "",
+    ("node",),
+    "GPUs a node lacks: expected (the most it reported, or analysis.expected_gpus_per_node "
+    "or its expected_gpus label) minus those reporting fresh, healthy samples; only nodes "
+    "that are short and still report.",
+)
+NODE_CRIPPLED_COST = MetricSpec(
+    "gpufleet_node_crippled_capacity_cost_per_hour",
+    "gauge",
+    "",
+    ("node", "currency"),
+    "The hourly price of the working GPUs of a node that is short of GPUs: capacity paid "
+    "for that a job sized for the whole node can no longer use.",
+)
+VERDICTS: tuple[MetricSpec, ...] = (
+    WORKLOAD_BOTTLENECK_COST,
+    GPU_FAULT_COST,
+    NODE_GPUS_MISSING,
+    NODE_CRIPPLED_COST,
+)
 BATCHES = MetricSpec(
     "gpufleet_collector_batches_total",
     "counter",
@@ -431,6 +475,40 @@ UTILISATION_TARGET = MetricSpec(
 )
 PLANS: tuple[MetricSpec, ...] = (PLAN_COST, PLAN_RESERVED_GPUS, UTILISATION_TARGET)
 
+# what the releases of the last 7 days freed (collector/metrics/savings.py)
+SAVINGS_FREED = MetricSpec(
+    "gpufleet_savings_freed_gpu_seconds",
+    "gauge",
+    "seconds",
+    (),
+    "GPU-seconds the releases of the last 7 days freed: from each release to now, the time "
+    "its GPUs were not held idle by anyone (collector/analysis/savings.py).",
+)
+SAVINGS_MONEY = MetricSpec(
+    "gpufleet_savings_money",
+    "gauge",
+    "",
+    ("currency",),
+    "Money the releases of the last 7 days did not spend: the freed GPU-hours at the "
+    "release recommendations' prices.",
+)
+SAVINGS_ENERGY = MetricSpec(
+    "gpufleet_savings_energy_joules",
+    "gauge",
+    "joules",
+    (),
+    "Idle energy the releases of the last 7 days did not spend (the freed GPU-hours at "
+    "the recommendations' idle power).",
+)
+SAVINGS_RELEASES = MetricSpec(
+    "gpufleet_savings_releases",
+    "gauge",
+    "",
+    ("by",),
+    "Releases in the last 7 days: by auto-release (auto) or from chat (chat).",
+)
+SAVINGS: tuple[MetricSpec, ...] = (SAVINGS_FREED, SAVINGS_MONEY, SAVINGS_ENERGY, SAVINGS_RELEASES)
+
 CATALOGUE: tuple[MetricSpec, ...] = (
     FLEET_GPUS,
     FLEET_UTILISATION,
@@ -448,6 +526,7 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     RECOMMENDATIONS_OPEN,
     RECOMMENDATION_SAVINGS,
     RECOMMENDATION_SAVINGS_LOW,
+    *VERDICTS,
     BATCHES,
     REJECTED_BATCHES,
     SAMPLES,
@@ -468,4 +547,5 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     *AUTH,
     *ADMISSION,
     *PLANS,
+    *SAVINGS,
 )

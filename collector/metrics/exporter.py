@@ -48,7 +48,8 @@ from collector.metrics.fleet_families import (
     recommendation_families,
     workload_families,
 )
-from collector.records import OPEN_STATUSES, GpuView
+from collector.metrics.verdicts import verdict_families
+from collector.records import OPEN_STATUSES, GpuView, Recommendation
 from gpufleet.metric_spec import MetricSpec
 
 log = logging.getLogger(__name__)
@@ -57,7 +58,8 @@ log = logging.getLogger(__name__)
 FLEET_SPECS = (
     cat.FLEET_GPUS, cat.FLEET_UTILISATION, cat.FLEET_POWER, cat.GPU_STATE, cat.GPU_IDLE,
     cat.RECOMMENDATIONS_OPEN, cat.RECOMMENDATION_SAVINGS, cat.RECOMMENDATION_SAVINGS_LOW,
-    cat.PENDING_SAMPLES, cat.LAG, cat.NODE_CLOCK_OFFSET, cat.LEDGER_UP, *cat.WRITE_PATH,
+    *cat.VERDICTS, cat.PENDING_SAMPLES, cat.LAG, cat.NODE_CLOCK_OFFSET, cat.LEDGER_UP,
+    *cat.WRITE_PATH,
 )  # fmt: skip
 WORKLOAD_SPECS = (
     cat.WORKLOAD_IDLE, cat.WORKLOAD_WASTE, cat.WORKLOAD_ENERGY, cat.WORKLOAD_ESTIMATED_ENERGY,
@@ -133,10 +135,15 @@ class FleetExporter(_Families):
             *guarded("fleet", lambda: fleet_families(self._views(now), now)),
             *guarded(
                 "recommendations",
-                lambda: recommendation_families(backend.recommendations(OPEN_STATUSES)),
+                lambda: _recommendation_parts(backend.recommendations(OPEN_STATUSES)),
             ),
             *guarded("health", lambda: health_families(backend.health(), now)),
         ]
+
+
+def _recommendation_parts(recommendations: list[Recommendation]) -> list[Family]:
+    """Counts and savings by kind, and why the GPUs waste (collector/metrics/verdicts.py)."""
+    return [*recommendation_families(recommendations), *verdict_families(recommendations)]
 
 
 class WorkloadExporter(_Families):

@@ -80,8 +80,11 @@ class Notifier:
         links: Links,
         transport: httpx.BaseTransport,
         clock: Callable[[], float] = time.time,
+        buttons: Callable[[Text, Sequence[Event], Channel], Text] | None = None,
     ) -> None:
+        """``buttons`` adds answer buttons or signed links to a message (buttons.py)."""
         self.settings = settings
+        self.buttons = buttons
         self.channels = list(channels)
         self.outbox = outbox
         self.links = links
@@ -149,7 +152,8 @@ class Notifier:
             for e in events
             for m in self.directory.mentions(e.facts.user, e.facts.team, channel.kind)
         ]
-        return render(events, channel.language, self.links, unique([*fixed, *owners]))
+        text = render(events, channel.language, self.links, unique([*fixed, *owners]))
+        return self.buttons(text, events, channel) if self.buttons is not None else text
 
     def _send(
         self, channel: Channel, service: Service, group: Sequence[Pending], now: float

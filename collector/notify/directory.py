@@ -38,6 +38,18 @@ class Directory:
                 return found
         return []
 
+    def who(self, kind: str, service_id: str) -> str:
+        """The directory user whose id on ``kind`` is ``service_id``; "" when none is."""
+        field_name = ID_FIELD.get(kind)
+        for name, contact in self.users.items():
+            if field_name and service_id and getattr(contact, field_name) == service_id:
+                return name
+        return ""
+
+    def team_of(self, user: str) -> str:
+        contact = self.users.get(user)
+        return contact.team if contact else ""
+
     def team_channels(self, team: str) -> list[str]:
         contact = self.teams.get(team)
         return list(contact.channels) if contact else []

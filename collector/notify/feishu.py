@@ -51,6 +51,17 @@ def card(text: Text) -> dict[str, Any]:
                 "behaviors": [{"type": "open_url", "default_url": url}],
             }
         )
+    for b in text.answers:  # the press is posted to /v1/answers/feishu
+        elements.append(
+            {
+                "tag": "button",
+                "text": {"tag": "plain_text", "content": b.label},
+                "type": "danger" if b.action == "release" else "default",
+                "behaviors": [
+                    {"type": "callback", "value": {"gpufleet": b.action, "rec": b.rec_id}}
+                ],
+            }
+        )
     return {
         "schema": "2.0",
         "header": {
@@ -93,3 +104,16 @@ def fits(text: Text, channel: Channel) -> bool:
 
 
 SERVICE = Service(build, interpret, fits)
+
+
+def answered_card(title: str, text: str, severity: str = "info") -> dict[str, Any]:
+    """The card a Feishu/Lark card-action callback answers with: the message as answered,
+    its buttons gone (``{"card": {"type": "raw", "data": ...}}`` replaces it in place)."""
+    return {
+        "schema": "2.0",
+        "header": {
+            "title": {"tag": "plain_text", "content": title or "gpufleet"},
+            "template": "green" if severity == "info" else TEMPLATES.get(severity, "blue"),
+        },
+        "body": {"elements": [{"tag": "markdown", "content": text}]},
+    }

@@ -20,7 +20,7 @@ from collector.notify.commands import WorkloadName
 from collector.notify.links import Links, console_url, grafana_url
 from collector.notify.settings import SEVERITY_RANK
 
-__all__ = ["Event", "Facts", "Links", "Mention", "Section", "Text", "render"]
+__all__ = ["AnswerButton", "Event", "Facts", "Links", "Mention", "Section", "Text", "render"]
 
 
 class Facts(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -93,6 +93,17 @@ class Section:
 
 
 @dataclass(frozen=True)
+class AnswerButton:
+    """A button that answers a recommendation (collector/notify/buttons.py): ``action`` is
+    keep | release | dismiss; ``url`` a signed link where the service cannot call back."""
+
+    action: str
+    label: str
+    rec_id: str
+    url: str = ""
+
+
+@dataclass(frozen=True)
 class Text:
     """A message before any service's markup. ``sections`` has one entry per event."""
 
@@ -103,6 +114,8 @@ class Text:
     mentions: tuple[Mention, ...] = ()
     event_keys: tuple[str, ...] = ()
     language: str = "en"
+    #: buttons that call the collector back (Slack, Feishu/Lark with answers configured)
+    answers: tuple[AnswerButton, ...] = ()
 
 
 def render(

@@ -10,12 +10,12 @@ receiver drop the repeat.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import msgspec
 
+from collector.ledger.sql import Connection
 from collector.ledger.store import Ledger
 from collector.notify.changes import Notified
 from collector.notify.messages import Event
@@ -131,18 +131,19 @@ class Outbox:
         return [r[0] for r in rows]
 
 
-def _insert(conn: sqlite3.Connection, event: Event, channels: Sequence[str], now: float) -> int:
+def _insert(conn: Connection, event: Event, channels: Sequence[str], now: float) -> int:
     body = msgspec.json.encode(event)
-    before = conn.total_changes
-    conn.executemany(
-        "INSERT OR IGNORE INTO notify_outbox (channel, event_key, created_at, body, "
-        "next_attempt_at) VALUES (?, ?, ?, ?, ?)",
+    if not channels:
+        return 0
+    cursor = conn.executemany(
+        "INSERT INTO notify_outbox (channel, event_key, created_at, body, "
+        "next_attempt_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
         [(name, event.key, now, body, now) for name in channels],
     )
-    return conn.total_changes - before
+    return cursor.rowcount
 
 
-def _save_told(conn: sqlite3.Connection, told: Notified) -> None:
+def _save_told(conn: Connection, told: Notified) -> None:
     conn.execute(
         "INSERT INTO notify_state (subject, status, fingerprint, notified_at) "
         "VALUES (?, ?, ?, ?) ON CONFLICT (subject) DO UPDATE SET status = excluded.status, "

@@ -71,6 +71,11 @@ class ContactSettings:
     dingtalk_mobile: str = ""
     wecom: str = ""
     discord: str = ""
+    #: where the efficiency report is emailed (collector/notify/mail.py)
+    email: str = ""
+    #: a user's team (a team name in ``teams``): its users may keep or dismiss the team's
+    #: workloads from chat (collector/actions/answers.py)
+    team: str = ""
     #: a team's own channels (names in ``channels``), for routes with ``to_owner_team``
     channels: list[str] = field(default_factory=list)
 

@@ -43,7 +43,30 @@ def blocks(text: Text) -> list[dict[str, Any]]:
             for label, url in text.links
         ]
         out.append({"type": "actions", "elements": buttons})
+    if text.answers:
+        out.append(answer_block(text))
     return out
+
+
+#: the block that holds the answer buttons; an answer's update replaces it (answers route)
+ANSWER_BLOCK_ID = "gpufleet_answers"
+ANSWER_STYLES = {"keep": "primary", "release": "danger"}
+
+
+def answer_block(text: Text) -> dict[str, Any]:
+    """Block Kit buttons whose press Slack posts to ``/v1/answers/slack``."""
+    buttons = []
+    for b in text.answers:
+        button = {
+            "type": "button",
+            "action_id": f"gpufleet_{b.action}",
+            "text": {"type": "plain_text", "text": b.label},
+            "value": b.rec_id,
+        }
+        if b.action in ANSWER_STYLES:
+            button["style"] = ANSWER_STYLES[b.action]
+        buttons.append(button)
+    return {"type": "actions", "block_id": ANSWER_BLOCK_ID, "elements": buttons}
 
 
 def mention(m: Mention) -> str:

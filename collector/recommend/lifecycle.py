@@ -9,12 +9,15 @@ recommendation instead of opening and resolving it over and over.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from collector.analysis.carbon import CarbonContext
 from collector.analysis.cost import PriceBook
+from collector.analysis.work_window import WorkloadWindow
 from collector.config import AnalysisSettings
 from collector.recommend import rules as rules
+from collector.recommend.bottleneck import bottlenecks
+from collector.recommend.broken_gpus import broken_gpus
 from collector.recommend.consolidate import consolidate
 from collector.recommend.pricing import pricing_plan
 from collector.recommend.rightsize import right_size
@@ -44,13 +47,17 @@ def evaluate(
     *,
     hours: Sequence[ModelHour] = (),
     standing: Sequence[Recommendation] = (),
+    windows: Sequence[WorkloadWindow] = (),
+    node_labels: Mapping[str, Mapping[str, str]] | None = None,
 ) -> list[Recommendation]:
     """The recommendations the fleet warrants at ``now``, sorted by id.
 
     ``policy`` carries the GPU catalogue and the knobs AnalysisSettings lacks; build it
     once (``RecommendPolicy.default()`` reads the shipped catalogue) and pass it in.
     ``hours``: the pricing look-back's allocation curves (``Ledger.model_hours``);
-    ``standing``: the stored recommendations, which anchor the pricing hysteresis.
+    ``standing``: the stored recommendations, which anchor the pricing hysteresis;
+    ``windows``: each workload's recent GPUs and host, for the bottleneck verdicts;
+    ``node_labels``: each node's labels (``expected_gpus`` sets its GPU count).
     """
     ctx = rules.RuleContext(prices, carbon, settings, policy or RecommendPolicy.default(), now)
     desired = [
@@ -59,6 +66,8 @@ def evaluate(
         *consolidate(gpus, ctx),
         *right_size(profiles, ctx),
         *pricing_plan(models, hours, ctx, {rec.id: rec for rec in standing}),
+        *bottlenecks(windows, ctx),
+        *broken_gpus(gpus, windows, ctx, node_labels or {}),
     ]
     return sorted(desired, key=lambda r: r.id)
 

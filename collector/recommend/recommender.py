@@ -11,20 +11,30 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 from collector.accounting.rates import Rates
+from collector.analysis.work_window import WorkloadWindow
 from collector.config import AnalysisSettings
-from collector.fleet.live import LiveFleet
 from collector.ledger.store import Ledger
 from collector.recommend.lifecycle import evaluate, reconcile
 from collector.recommend.rules import RecommendPolicy
-from collector.records import HOUR_SECONDS, ModelHour, ModelUsage, Recommendation
+from collector.records import HOUR_SECONDS, GpuView, ModelHour, ModelUsage, Recommendation
+
+
+class FleetReads(Protocol):
+    """What the recommender reads of the live fleet (a ``LiveFleet``, or a replica's view
+    of the whole fleet: collector/replica_core.py)."""
+
+    def views(self, now: float) -> list[GpuView]: ...
+    def node_labels(self) -> dict[str, dict[str, str]]: ...
+    def workload_windows(self, now: float) -> list[WorkloadWindow]: ...
 
 
 class Recommender:
     def __init__(
         self,
-        fleet: LiveFleet,
+        fleet: FleetReads,
         ledger: Ledger,
         rates: Rates,
         analysis: AnalysisSettings,
@@ -55,17 +65,20 @@ class Recommender:
         analysis, ledger = self.analysis, self.ledger
         models, hours = self._pricing_usage(now)
         stored = ledger.recommendations(None)
+        labels = self.fleet.node_labels()
         desired = evaluate(
             self.fleet.views(now),
             ledger.workload_profiles(now),
             models,
             self.rates.prices,
-            self.rates.carbon_context(self.fleet.node_labels(), now),
+            self.rates.carbon_context(labels, now),
             analysis,
             now,
             self.policy,
             hours=hours,
             standing=stored,
+            windows=self.fleet.workload_windows(now),
+            node_labels=labels,
         )
         changed = reconcile(stored, desired, now, analysis.resolve_after_seconds)
         if changed:

@@ -128,11 +128,13 @@ def make(
 
 
 def release_idle(gpus: Sequence[GpuView], ctx: RuleContext) -> list[Recommendation]:
-    """One per workload whose GPUs are *all* allocated-idle past the idle window.
+    """One per workload whose GPUs are *all* idle for it past the idle window: allocated-
+    idle, or, on a shared GPU, its own share of it idle while another holder keeps the GPU
+    busy ("holds 20 % of an H100 and used none of it for 2 h").
 
-    A workload with any GPU active or unknown gets none: a job using some of its GPUs is
-    a right-sizing matter, and unknown data never triggers a release. A GPU shared by n
-    workloads counts 1/n of its price and power towards each.
+    A workload with any GPU active for it or unknown gets none: a job using some of its
+    GPUs is a right-sizing matter, and unknown data never triggers a release. A shared GPU
+    counts the holder's price fraction (analysis/shared.py) towards it, else 1/n.
     """
     held: dict[str, tuple[WorkloadRef, list[GpuView]]] = {}
     for view in gpus:
@@ -141,8 +143,8 @@ def release_idle(gpus: Sequence[GpuView], ctx: RuleContext) -> list[Recommendati
     window = ctx.settings.idle_window_seconds
     out = []
     for ref, views in held.values():
-        starts = [v.idle_since for v in views if v.state is GpuState.ALLOCATED_IDLE]
-        if len(starts) != len(views) or None in starts:
+        starts = [_idle_since_for(v, ref.key) for v in views]
+        if None in starts:
             continue
         idle_since = max(s for s in starts if s is not None)
         if ctx.now - idle_since >= window:
@@ -150,11 +152,35 @@ def release_idle(gpus: Sequence[GpuView], ctx: RuleContext) -> list[Recommendati
     return out
 
 
+def _idle_since_for(view: GpuView, key: str) -> float | None:
+    """When the GPU became idle for holder ``key``: its idle episode, or on a shared GPU
+    the holder's own idle run; None when it is not idle for it (or unknown)."""
+    if view.state is GpuState.ALLOCATED_IDLE:
+        own = view.holders_idle_since.get(key)
+        return (
+            view.idle_since if own is None or view.idle_since is None else min(own, view.idle_since)
+        )
+    if view.state is GpuState.ACTIVE:
+        return view.holders_idle_since.get(key)
+    return None
+
+
+def holder_fraction(view: GpuView, key: str) -> float:
+    """The part of ``view``'s price holder ``key`` carries: its fraction on a shared GPU,
+    else an equal part."""
+    return view.holder_fractions.get(key, 1.0 / max(1, len(view.workloads)))
+
+
 def _release(
     ref: WorkloadRef, views: list[GpuView], idle_since: float, ctx: RuleContext
 ) -> Recommendation:
-    money = sum(ctx.gpu_price(v) / len(v.workloads) for v in views)
-    watts = sum(ctx.idle_watts(v) / len(v.workloads) for v in views)
+    money = sum(ctx.gpu_price(v) * holder_fraction(v, ref.key) for v in views)
+    # a part idle beside a busy holder draws nothing of its own to save
+    watts = sum(
+        ctx.idle_watts(v) * holder_fraction(v, ref.key)
+        for v in views
+        if v.state is GpuState.ALLOCATED_IDLE
+    )
     nodes = sorted({v.node for v in views})
     models = ", ".join(sorted({v.model for v in views}))
     savings = ctx.savings(money, watts, nodes[0], evidence_seconds=ctx.now - idle_since)

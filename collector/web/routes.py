@@ -39,7 +39,8 @@ from collector.web.series import SeriesBuffer, SeriesPoint
 from collector.web.trend_api import TrendApi
 
 PAGES = {"": "fleet", "idle": "idle", "recommendations": "recommendations",
-         "workload": "workload", "energy": "energy", "plans": "plans"}  # fmt: skip
+         "workload": "workload", "energy": "energy", "plans": "plans",
+         "savings": "savings"}  # fmt: skip
 STATIC_TYPES = {".css": "text/css", ".js": "text/javascript", ".svg": "image/svg+xml"}
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'",

@@ -19,6 +19,7 @@ from agent.config import AgentSettings
 from agent.sampler import Sampler
 from agent.sources.interface import GpuSource, SourceError
 from agent.stats import AgentStats
+from collector.config import CollectorSettings
 from gpufleet.settings import ConfigError, load_settings
 
 log = logging.getLogger("gpufleet.agent")
@@ -35,6 +36,11 @@ def add_parser(commands: Any) -> None:
     p.add_argument("--spool-dir", type=Path, help="where unacknowledged batches wait")
     p.add_argument("--no-ship", action="store_true", help="export only, ship nothing")
     p.add_argument("--dcgm-compat", action="store_true", help="also export dcgm-exporter names")
+    p.add_argument(
+        "--dcgm-naming",
+        choices=["4.8", "4.9"],
+        help="dcgm-exporter naming (default 4.8, what NVIDIA's dashboard queries)",
+    )
     p.add_argument("--once", action="store_true", help="read every GPU once, print JSON, exit")
     p.set_defaults(run=run)
 
@@ -55,7 +61,11 @@ def settings_from_args(args: argparse.Namespace, environ: dict[str, str]) -> Age
         overrides["shipper.enabled"] = False
     if args.dcgm_compat:
         overrides["exporter.dcgm_compat"] = True
-    return load_settings(AgentSettings, args.config, environ, overrides)
+    if args.dcgm_naming:
+        overrides["exporter.dcgm_naming"] = args.dcgm_naming
+    return load_settings(
+        AgentSettings, args.config, environ, overrides, foreign=(CollectorSettings,)
+    )
 
 
 def node_name(settings: AgentSettings, environ: dict[str, str]) -> str:
@@ -114,10 +124,27 @@ def print_once(source: GpuSource, settings: AgentSettings) -> int:
     return 0
 
 
-def _annotator(settings: AgentSettings, stats: AgentStats | None = None) -> Any:
+def _annotator(settings: AgentSettings, stats: AgentStats | None = None, procs: Any = None) -> Any:
     from agent.attribution.attributor import Attributor
 
-    return Attributor(settings.attribution, stats)
+    return Attributor(settings.attribution, stats, procs=procs)
+
+
+def _attribution(settings: AgentSettings, source: GpuSource, stats: AgentStats) -> tuple[Any, Any]:
+    """The annotator and the host reader: the simulator's own host readings; on NVML each
+    workload's cgroup (``attribution.host_usage``), sharing the annotator's /proc reader;
+    none for a replayed trace (its processes are not this host's)."""
+    if settings.source.kind == "simulated":
+        return _annotator(settings, stats), source
+    attribution = settings.attribution
+    if settings.source.kind == "replay" or not attribution.host_usage:
+        return _annotator(settings, stats), None
+    from agent.attribution.host_usage import CgroupHostReader
+    from agent.attribution.proc import ProcReader
+
+    procs = ProcReader(attribution.proc_root, attribution.refresh_seconds)
+    hosts = CgroupHostReader(procs, attribution.cgroup_root, stats, attribution.refresh_seconds)
+    return _annotator(settings, stats, procs), hosts
 
 
 def serve(
@@ -129,12 +156,18 @@ def serve(
 ) -> int:
     stop = threading.Event()
     shipper = _shipper(settings, node, stats)
-    annotator = _annotator(settings, stats)
+    annotator, hosts = _attribution(settings, source, stats)
     from agent.metrics.exporter import XidTally
 
     tally = XidTally()
     sampler = Sampler(
-        source, stats, settings.source.interval_seconds, annotator, shipper, observers=[tally]
+        source,
+        stats,
+        settings.source.interval_seconds,
+        annotator,
+        shipper,
+        observers=[tally],
+        hosts=hosts,
     )
     if settings.exporter.enabled:
         _start_exporter(settings, node, sampler, stats, tally)
@@ -177,7 +210,13 @@ def _start_exporter(
 
     registry = CollectorRegistry(auto_describe=True)
     exporter = AgentExporter(
-        node, sampler.snapshot, stats, settings.exporter.dcgm_compat, xid_tally=tally
+        node,
+        sampler.snapshot,
+        stats,
+        settings.exporter.dcgm_compat,
+        xid_tally=tally,
+        dcgm_naming=settings.exporter.dcgm_naming,
+        hosts=sampler.host_snapshot,
     )
     registry.register(exporter)
     serve_metrics(registry, settings.exporter.address, settings.exporter.port)

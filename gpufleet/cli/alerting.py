@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 import httpx
 from starlette.routing import BaseRoute
 
+from collector.actions.answer_log import AnswerLog
+from collector.actions.answers import AnswerDesk, Desk
 from collector.actions.engine import ActionEngine, Executors
 from collector.actions.executors import Executor, SlurmExecutor, WebhookExecutor
 from collector.actions.log import ActionLog
@@ -20,10 +22,14 @@ from collector.actions.policy import Candidate, data_problem, deadline_of, exemp
 from collector.actions.settings import ActionSettings
 from collector.config import CollectorSettings
 from collector.http.alertmanager import alertmanager_route
+from collector.http.answers import AnswerRoutes
 from collector.http.auth import Gate, Token
 from collector.ledger.store import Ledger
+from collector.notify.answer_settings import resolve_secrets
+from collector.notify.buttons import Buttons
 from collector.notify.changes import FleetIndex, ReleasePlan, gpu_name
 from collector.notify.delivery import Notifier
+from collector.notify.directory import Directory
 from collector.notify.messages import Links
 from collector.notify.outbox import Outbox
 from collector.notify.settings import resolve_channel
@@ -99,8 +105,10 @@ def build_alerting(
     clock: Callable[[], float],
     tokens: Gate | Collection[str | Token],
     transport: httpx.BaseTransport | None = None,
+    fleet: Callable[[float], Sequence[GpuView]] | None = None,
 ) -> Alerting | None:
-    """None when no channel is configured and every auto-release policy is off."""
+    """None when no channel is configured and every auto-release policy is off.
+    ``fleet``: the live fleet, for answers from chat (without it: no answer routes)."""
     notify = settings.notifications
     if not notify.channels and not settings.actions.any_enabled():
         return None
@@ -108,20 +116,29 @@ def build_alerting(
     notifier = None
     routes: list[BaseRoute] = []
     exporter = None
+    secrets = resolve_secrets(settings.answers)
+    links = Links(settings.server.public_url, settings.server.grafana_url)
+    buttons = Buttons(settings.answers, secrets, links, clock) if secrets.any else None
     if notify.channels:
         channels = [resolve_channel(c) for c in notify.channels]
-        links = Links(settings.server.public_url, settings.server.grafana_url)
-        notifier = Notifier(notify, channels, Outbox(ledger), links, transport, clock)
+        notifier = Notifier(notify, channels, Outbox(ledger), links, transport, clock, buttons)
         gate = Gate.of(tokens, settings.server)
         routes.append(alertmanager_route(notifier.announce, gate, clock))
         exporter = NotifyExporter(
             notifier.stats, {c.name: c.kind for c in channels}, notifier.outbox.pending_by_channel
         )
     engine = None
+    announce = notifier.announce if notifier is not None else None
+    executors = build_executors(settings.actions, transport)
     if settings.actions.any_enabled():
-        announce = notifier.announce if notifier is not None else None
-        executors = build_executors(settings.actions, transport)
-        engine = ActionEngine(settings.actions, ActionLog(ledger), executors, announce)
+        kept = AnswerLog(ledger).kept_until
+        engine = ActionEngine(settings.actions, ActionLog(ledger), executors, announce, kept)
+    if secrets.any and fleet is not None:
+        directory = Directory(notify.users, notify.teams)
+        desk = Desk(
+            settings.answers, settings.actions, ledger, directory, executors, fleet, announce
+        )
+        routes += AnswerRoutes(AnswerDesk(desk), secrets, transport, clock).routes()
     return Alerting(notifier, engine, routes, exporter, actions=settings.actions)
 
 

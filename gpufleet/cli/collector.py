@@ -11,29 +11,38 @@ import threading
 import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import uvicorn
 from starlette.applications import Starlette
 
+from agent.config import AgentSettings
 from collector.accounting.rates import Rates
 from collector.analysis.carbon import HourlyFeed, IntensityTable
 from collector.analysis.cost import PriceBook
+from collector.cluster.keeper import LeaseKeeper, connector
+from collector.cluster.settings import replica_name
 from collector.config import CollectorSettings
 from collector.http.app import create_app
 from collector.http.auth import Gate, Token, load_tokens
+from collector.http.savings import savings_routes
 from collector.http.views import ViewCache
 from collector.influx.hooks import InfluxObserver, InfluxSinkMetrics, build_influx_sink
 from collector.ledger.store import Ledger
 from collector.metrics.cache import Exposition, Refresh
 from collector.metrics.exporter import RatesExporter
+from collector.metrics.savings import SavingsExporter
+from collector.replica_core import build_replica_core
 from collector.reports import LiveRates
+from collector.savings_report import savings_report
 from collector.service import CollectorCore
 from collector.web import ConsoleSources, SeriesBuffer, console_routes
 from collector.web.plans_routes import plans_exporter, plans_routes
 from gpufleet.cli.alerting import Alerting, build_alerting
 from gpufleet.cli.listen import check_free
+from gpufleet.cli.report_mail import ReportMailer
 from gpufleet.cli.schedule import PeriodicJobs
 from gpufleet.settings import load_settings
 
@@ -47,6 +56,8 @@ log = logging.getLogger("gpufleet.collector")
 #: touches, not the samples: bench/collector_throughput.py)
 CHECK_EVERY_SECONDS = 5.0
 PRUNE_EVERY_SECONDS = 6 * 3600.0
+#: how often the efficiency reports look whether a period ended
+REPORTS_EVERY_SECONDS = 60.0
 #: how young a cached read view (/v1/fleet, the console's) is served though the fleet
 #: changed since: a fleet at 1 Hz changes with every batch (collector/http/views.py); 5 s,
 #: a third of the console's and a typical poller's 15 s, so each of them sees fresh data
@@ -58,13 +69,20 @@ def add_parser(commands: Any) -> None:
     p.add_argument("--config", type=Path, help="YAML settings file")
     p.add_argument("--host", help="listen address (default 127.0.0.1)")
     p.add_argument("--port", type=int, help="listen port (default 8080)")
-    p.add_argument("--db", help="ledger: SQLite file path (default gpufleet.db)")
+    p.add_argument(
+        "--ledger",
+        "--db",
+        dest="db",
+        help="ledger URL: a SQLite file path (default gpufleet.db) or postgresql://...",
+    )
     p.set_defaults(run=run)
 
 
 def settings_from_args(args: argparse.Namespace) -> CollectorSettings:
     overrides = {"server.host": args.host, "server.port": args.port, "ledger.url": args.db}
-    return load_settings(CollectorSettings, args.config, dict(os.environ), overrides)
+    return load_settings(
+        CollectorSettings, args.config, dict(os.environ), overrides, foreign=(AgentSettings,)
+    )
 
 
 @dataclass
@@ -85,6 +103,18 @@ class Collector:
     clock: Callable[[], float] = time.time
     #: /metrics' body, rendered again when applying or a commit changed what it shows
     exposition: Exposition | None = None
+    #: efficiency reports per user and team (settings.reports; report_mail.py)
+    reports: ReportMailer | None = None
+    #: a replica's shard and leader leases (a PostgreSQL ledger; None: one collector)
+    keeper: LeaseKeeper | None = None
+
+    def leads(self) -> bool:
+        """Whether fleet-wide work runs here: always for one collector; on the leader
+        (fresh lease) for a replica."""
+        if self.keeper is None:
+            return True
+        state = self.keeper.state
+        return state.leader and state.fresh(time.monotonic())
 
     def start_jobs(
         self,
@@ -96,11 +126,13 @@ class Collector:
         apply_every = apply_every_seconds or self.settings.ingest.apply_interval_seconds
         jobs: list[tuple[Callable[[], object], float, str]] = [
             (self.apply, apply_every, "apply"),
-            (self.core.recommender.evaluate_if_due, check_every_seconds, "evaluate"),
+            (self.evaluate, check_every_seconds, "evaluate"),
             (self.prune, PRUNE_EVERY_SECONDS, "prune"),
         ]
         if self.alerting is not None:
             jobs.append((self.alert, check_every_seconds, "alerting"))
+        if self.reports is not None:
+            jobs.append((self.reports.tick, REPORTS_EVERY_SECONDS, "reports"))
         for func, seconds, name in jobs:
             self.scheduler.add(name, func, seconds)
         self.scheduler.start()
@@ -112,9 +144,15 @@ class Collector:
             self.exposition.changed(Refresh.APPLY)
         return applied
 
+    def evaluate(self) -> None:
+        """Recommendations when due (on the leader only, with replicas)."""
+        if self.leads():
+            self.core.recommender.evaluate_if_due()
+
     def alert(self) -> None:
-        """Recommendation changes to chat, one auto-release pass, delivery."""
-        if self.alerting is not None:
+        """Recommendation changes to chat, one auto-release pass, delivery (on the
+        leader only, with replicas)."""
+        if self.alerting is not None and self.leads():
             now = self.clock()
             recs = self.core.service.recommendations(None)
             self.alerting.step(self.core.service.fleet(now), recs, now)
@@ -128,6 +166,8 @@ class Collector:
             self.scheduler.shutdown(wait=True)
         self.core.close()
         self.core.applier.tick(flush=True)
+        if self.keeper is not None:  # applied what it held: others take its shards now
+            self.keeper.stop()
         if self.influx is not None:  # drains what it can before the ledger closes
             self.influx.close()
         self.ledger.close()
@@ -155,7 +195,12 @@ def build_collector(
     )
     rates = Rates(prices, table, settings.carbon, feed)
     ledger, influx = _open_ledger(settings, rates.currency)
-    core = CollectorCore.build(settings, ledger, rates, clock)
+    keeper = _start_keeper(settings, ledger)
+    core = (
+        CollectorCore.build(settings, ledger, rates, clock)
+        if keeper is None
+        else build_replica_core(settings, ledger, rates, lambda: keeper.state, clock)
+    )
     if influx is not None:
         core.observers.attach(InfluxObserver(influx))
     # one gate for every guarded route: one failure limit per client address
@@ -164,7 +209,7 @@ def build_collector(
     if series_charts:
         core.observers.attach(series)
     console = ConsoleSources(core.service, ledger, prices, rates.currency, series)
-    alerting = build_alerting(settings, ledger, clock, gate)
+    alerting = build_alerting(settings, ledger, clock, gate, fleet=core.service.fleet)
     views = ViewCache(clock, refresh_seconds=VIEW_REFRESH_SECONDS)  # the API's and console's
     exposition = Exposition(clock, settings.ingest.apply_interval_seconds)
     # the fleet views the app's FleetExporter reads too (create_app): one call per render
@@ -179,11 +224,13 @@ def build_collector(
         extra_routes=[
             *console_routes(console, settings, gate, clock, views),
             *plans_routes(ledger, prices, settings, gate, clock),
+            *savings_routes(ledger, settings, rates.currency, gate, clock),
             *(alerting.routes if alerting is not None else []),
         ],
         collectors=[
             RatesExporter(live_rates, clock),
             plans_exporter(ledger, prices, settings, clock),
+            SavingsExporter(partial(savings_report, ledger, currency=rates.currency), clock),
             *([InfluxSinkMetrics(influx)] if influx is not None else []),
             *([alerting.exporter] if alerting is not None and alerting.exporter else []),
         ],
@@ -193,12 +240,36 @@ def build_collector(
     if influx is not None:
         influx.start()
     scheduler = PeriodicJobs()
-    return Collector(settings, ledger, core, app, scheduler, influx, alerting, clock, exposition)
+    reports = None
+    if settings.reports.users or settings.reports.teams:
+        announce = alerting.notifier.announce if alerting and alerting.notifier else None
+        reports = ReportMailer(settings, ledger, rates.currency, announce, clock)
+    return Collector(
+        settings, ledger, core, app, scheduler, influx, alerting, clock, exposition, reports, keeper
+    )
+
+
+def _start_keeper(settings: CollectorSettings, ledger: Ledger) -> LeaseKeeper | None:
+    """A replica's lease keeper, started, after its first renewal (or a lease's wait for
+    it); None for one collector (SQLite, or ``cluster.enabled`` false)."""
+    cluster = settings.cluster
+    if ledger.dialect != "postgresql" or not cluster.enabled:
+        return None
+    keeper = LeaseKeeper(cluster, replica_name(cluster), connector(settings.ledger.url, cluster))
+    keeper.start()
+    deadline = time.monotonic() + cluster.lease_seconds
+    while keeper.state.renewed_at is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return keeper
 
 
 def _open_ledger(settings: CollectorSettings, currency: str) -> tuple[Ledger, InfluxSink | None]:
     """The ledger, and with ``influx.url`` set the sink that observes it (not attached)."""
-    ledger = Ledger.open(settings.ledger.url, synchronous=settings.ledger.synchronous)
+    ledger = Ledger.open(
+        settings.ledger.url,
+        synchronous=settings.ledger.synchronous,
+        shard_count=settings.cluster.shard_count,
+    )
     if not settings.influx.enabled:
         return ledger, None
     try:

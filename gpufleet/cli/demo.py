@@ -25,11 +25,12 @@ from typing import Any
 
 import uvicorn
 
-from agent.config import ShipperSettings
+from agent.config import AgentSettings, ShipperSettings
 from agent.metrics.exporter import AgentExporter, XidTally, serve_metrics
 from agent.sampler import Sampler
 from agent.shipper import Shipper
 from agent.sources.simulated.skew import SkewedClock, SkewedNode
+from agent.sources.simulated.source import SimulatedNode
 from agent.stats import AgentStats
 from collector.config import CollectorSettings, LedgerSettings
 from collector.influx.settings import InfluxSettings
@@ -60,10 +61,18 @@ def add_parser(commands: Any) -> None:
     p.add_argument("--gpus-per-node", type=at_least_one, default=8, help="GPUs in each node")
     p.add_argument("--seed", type=int, default=0, help="the simulator's random seed")
     p.add_argument("--step", type=float, default=10.0, help="simulated seconds between samples")
-    p.add_argument("--db", type=Path, help="SQLite ledger (default: a temporary file)")
+    p.add_argument(
+        "--db", help="ledger: a SQLite file (default: a temporary one) or postgresql://..."
+    )
     p.add_argument("--plain", action="store_true", help="no live screen, just the summary")
     p.add_argument(
         "--mig", action="store_true", help="add a node of two H100s split into MIG slices"
+    )
+    p.add_argument(
+        "--shared",
+        action="store_true",
+        help="add a node of two shared H100s: one time-sliced by three pods, one shared "
+        "through HAMi by two pods that declared 30 %% and 50 %% of it",
     )
     p.add_argument(
         "--skew",
@@ -142,7 +151,7 @@ def build_demo(args: argparse.Namespace, workdir: Path) -> Demo:
     _check_ports(args.port, [node.name for node in fleet.nodes])
     token = secrets.token_urlsafe(24)
     base = (
-        load_settings(CollectorSettings, args.config, os.environ)
+        load_settings(CollectorSettings, args.config, os.environ, foreign=(AgentSettings,))
         if args.config is not None
         else CollectorSettings()
     )
@@ -214,11 +223,19 @@ def _agent(
     shipper = Shipper(shipper_settings, node.name, stats, transport=outage, clock=agent_clock)
     tally = XidTally()
     interval = args.step / args.speed
-    sampler = Sampler(source, stats, interval, sink=shipper, clock=agent_clock, observers=[tally])
+    # the workloads' host CPU (issue 24); a node on a skewed clock would stamp it wrongly
+    hosts = node if isinstance(node, SimulatedNode) and not offset else None
+    sampler = Sampler(
+        source, stats, interval, sink=shipper, clock=agent_clock, observers=[tally], hosts=hosts
+    )
     from prometheus_client import CollectorRegistry
 
     registry = CollectorRegistry(auto_describe=True)
-    registry.register(AgentExporter(node.name, sampler.snapshot, stats, True, xid_tally=tally))
+    # the 4.8 names: those NVIDIA's dcgm-exporter dashboard queries
+    exporter = AgentExporter(
+        node.name, sampler.snapshot, stats, True, xid_tally=tally, dcgm_naming="4.8"
+    )
+    registry.register(exporter)
     port = args.port + 1 + i
     serve_metrics(registry, "127.0.0.1", port)
     metrics_url = f"http://127.0.0.1:{port}/metrics"

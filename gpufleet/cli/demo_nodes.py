@@ -10,6 +10,7 @@ import argparse
 from agent.sources.simulated.hardware import gpu_model
 from agent.sources.simulated.mig import EXAMPLE_LAYOUTS
 from agent.sources.simulated.plan import build_gpus
+from agent.sources.simulated.shared import build_shared_node
 from agent.sources.simulated.source import SimulatedFleet, SimulatedNode, build_fleet
 from gpufleet.cli.demo_fleet import Outage
 from gpufleet.cli.demo_pace import SimClock
@@ -17,6 +18,8 @@ from gpufleet.cli.demo_pace import SimClock
 #: the node ``--spare`` adds: nobody runs anything on it
 SPARE_NODE = "gpu-node-spare"
 SPARE_GPUS = 8
+#: the node ``--shared`` adds (agent/sources/simulated/shared.py's example GPUs)
+SHARED_NODE = "gpu-node-shared"
 #: the node ``--skew`` adds, its clock that many seconds off
 SKEWED_NODE = "gpu-node-skewed"
 #: the node ``--outage`` adds, and when in the live run its outage begins
@@ -34,6 +37,8 @@ def demo_fleet(args: argparse.Namespace, start: float) -> SimulatedFleet:
         nodes.append(
             SimulatedNode.build_mig("gpu-node-mig", layouts, seed=args.seed, start_time=start)
         )
+    if getattr(args, "shared", False):  # ``--shared``: pods sharing whole GPUs
+        nodes.append(SimulatedNode(SHARED_NODE, build_shared_node(SHARED_NODE, args.seed, start)))
     if getattr(args, "skew", None):
         models = ["A100"] * args.gpus_per_node
         nodes.append(SimulatedNode.build(SKEWED_NODE, models, seed=args.seed, start_time=start))

@@ -1,4 +1,4 @@
-"""``gpufleet`` command line: agent, collector, demo, replay, report."""
+"""``gpufleet`` command line: agent, collector, demo, replay, report, ledger."""
 
 from __future__ import annotations
 
@@ -33,9 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--log-level", default="INFO", type=str.upper, choices=["DEBUG", "INFO", "WARNING", "ERROR"]
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    from gpufleet.cli import agent, collector, dashboards, demo, replay, report
+    from gpufleet.cli import agent, collector, dashboards, demo, ledger, replay, report
 
-    for module in (agent, collector, demo, replay, report, dashboards):
+    for module in (agent, collector, demo, replay, report, dashboards, ledger):
         module.add_parser(commands)
     return parser
 

@@ -23,14 +23,20 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from agent.config import AgentSettings
 from collector.analysis.cost import PriceBook
 from collector.config import CollectorSettings
+from collector.efficiency_report import Subject, efficiency_report
 from collector.http.query import QueryError, parse_instant
 from collector.ledger.store import Ledger
+from collector.notify.report_mail import compose
 from collector.plans_report import plans_report
-from collector.records import Usage
+from collector.records import OPEN_STATUSES, Usage
+from collector.savings_report import savings_report
 from collector.usage_report import PERIOD_RULE, GroupReport, group_report, ledger_period
+from gpufleet.cli.report_bottlenecks import emit_bottlenecks
 from gpufleet.cli.report_plans import emit_plans
+from gpufleet.cli.report_savings import emit_savings
 from gpufleet.settings import ConfigError, load_settings
 
 _PERIOD = re.compile(r"^(\d+(?:\.\d+)?)([hdw])$")
@@ -47,8 +53,14 @@ def add_parser(commands: Any) -> None:
         "report", help="waste, energy and carbon by namespace/team", description=__doc__
     )
     p.add_argument("--config", type=Path, help="the collector's YAML settings")
-    p.add_argument("--db", help="ledger: SQLite file (default: from config, gpufleet.db)")
-    p.add_argument("--by", choices=["namespace", "team", "model", "node"], default="namespace")
+    p.add_argument(
+        "--db", help="ledger: SQLite file or postgresql:// URL (default: from config, gpufleet.db)"
+    )
+    p.add_argument(
+        "--by",
+        choices=["namespace", "team", "user", "model", "node", "account"],
+        default="namespace",
+    )
     p.add_argument("--period", default="7d", help="how far back: e.g. 24h, 7d, 4w (default 7d)")
     p.add_argument(
         "--end", help="when the period ends: Unix seconds or ISO 8601, UTC by default (default now)"
@@ -59,6 +71,26 @@ def add_parser(commands: Any) -> None:
         action="store_true",
         help="what-if costs of plans (today's mix, the cheapest, all on demand, all "
         "reserved) and the utilisation gap, instead of usage by group",
+    )
+    p.add_argument(
+        "--savings",
+        action="store_true",
+        help="what the releases in the period freed: GPU-hours, money, energy (the body of "
+        "GET /v1/savings), instead of usage by group",
+    )
+    p.add_argument(
+        "--email-preview",
+        action="store_true",
+        help="print the efficiency report email (reports.every's period ending at --end) "
+        "for --user or --team, as it would be sent",
+    )
+    p.add_argument("--user", help="with --email-preview: a user of the directory")
+    p.add_argument("--team", help="with --email-preview: a team")
+    p.add_argument(
+        "--bottlenecks",
+        action="store_true",
+        help="why it wastes: each open bottleneck verdict (workload, cause, money per hour, "
+        "the sentence) and each node's money on broken GPUs, instead of usage by group",
     )
     p.set_defaults(run=run)
 
@@ -107,8 +139,9 @@ def rows_for(usages: list[tuple[str, Usage]]) -> list[dict[str, Any]]:
 
 def run(args: argparse.Namespace) -> int:
     settings = load_settings(
-        CollectorSettings, args.config, dict(os.environ), {"ledger.url": args.db}
-    )
+        CollectorSettings, args.config, dict(os.environ), {"ledger.url": args.db},
+        foreign=(AgentSettings,),
+    )  # fmt: skip
     url = settings.ledger.url
     if "://" not in url and url != ":memory:" and not Path(url).exists():
         raise ConfigError(f"ledger.url: no ledger at {url!r} (run the collector first, or --db)")
@@ -121,6 +154,9 @@ def run(args: argparse.Namespace) -> int:
     end = parse_end(args.end, now)
     period = ledger_period(end - parse_period(args.period), end, now)
     with Ledger.open(url) as ledger:
+        if args.bottlenecks:
+            emit_bottlenecks(ledger.recommendations(OPEN_STATUSES), args.format)
+            return 0
         if args.plans:
             analysis = settings.analysis
             plans = plans_report(ledger, period, prices,
@@ -128,9 +164,40 @@ def run(args: argparse.Namespace) -> int:
                                  utilisation_target=analysis.utilisation_target)  # fmt: skip
             emit_plans(plans, args.format, iso)
             return 0
+        if getattr(args, "email_preview", False):
+            print_preview(
+                ledger, settings, args, end, now, settings.pricing.currency or prices.currency
+            )
+            return 0
+        if getattr(args, "savings", False):
+            currency = settings.pricing.currency or prices.currency
+            saved = savings_report(ledger, end - parse_period(args.period), end, currency)
+            emit_savings(saved, args.format, iso)
+            return 0
         answer = group_report(ledger, args.by, period)
     emit(answer, args, settings.pricing.currency or prices.currency)
     return 0
+
+
+def print_preview(
+    ledger: Ledger,
+    settings: CollectorSettings,
+    args: argparse.Namespace,
+    end: float,
+    now: float,
+    currency: str,
+) -> None:
+    if bool(args.user) == bool(args.team):
+        raise ConfigError("--email-preview: give one of --user NAME or --team NAME")
+    subject: Subject = "user" if args.user else "team"
+    name = args.user or args.team
+    every = settings.reports.every
+    report = efficiency_report(ledger, subject, name, end, every, now, currency)
+    contacts = settings.notifications.users if args.user else settings.notifications.teams
+    contact = contacts.get(name)
+    to = (contact.email if contact else "") or f"(no email for {subject} {name})"
+    message = compose(report, settings.reports.smtp.sender or "gpufleet@localhost", to)
+    sys.stdout.write(message.as_string())
 
 
 def iso(ts: float) -> str:
@@ -198,7 +265,7 @@ def _minute(ts: float) -> str:
 def _caption(answer: GroupReport, total: dict[str, Any]) -> str:
     asked = answer.period
     lines = [f"asked {iso(asked.asked_start)} to {iso(asked.asked_end)}; {PERIOD_RULE}"]
-    if answer.by in ("namespace", "team"):
+    if answer.by in ("namespace", "team", "user"):
         lines.append("(unallocated): GPU time no workload held")
     if total["estimated_energy_kwh"] == 0:
         lines.append("energy: all from NVML energy counters, none estimated from power")

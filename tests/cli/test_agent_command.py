@@ -95,6 +95,8 @@ def test_sigterm_flushes_into_the_spool_and_exits_cleanly(tmp_path: Path) -> Non
     try:
         body = _wait_for_metrics(metrics_port)
         assert "gpufleet_gpu_power_watts{" in body
+        # the simulator's own host readings are wired in: its jobs' host CPU and memory
+        assert "gpufleet_workload_host_memory_used_bytes{" in body
         time.sleep(1.5)  # a few ticks buffered; the 60 s batch interval has not passed
         proc.send_signal(signal.SIGTERM)
         _, stderr = proc.communicate(timeout=20)

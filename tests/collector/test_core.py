@@ -279,7 +279,9 @@ def test_short_idle_gaps_count_as_idle_seconds_but_not_as_episodes(
 @pytest.mark.parametrize("value", ["-1", "inf", "soon"])
 def test_a_bad_min_episode_seconds_is_refused_naming_the_key(tmp_path: Path, value: str) -> None:
     environ = {"GPUFLEET_ANALYSIS__MIN_EPISODE_SECONDS": value}
-    with pytest.raises(ConfigError, match=r"^analysis\.min_episode_seconds: ") as caught:
+    # the message names the variable it came from, then the key
+    prefix = r"^environment variable GPUFLEET_ANALYSIS__MIN_EPISODE_SECONDS: "
+    with pytest.raises(ConfigError, match=prefix + r"analysis\.min_episode_seconds: ") as caught:
         load_settings(CollectorSettings, None, environ)
     assert value in str(caught.value)
     assert load_settings(CollectorSettings, None, {}).analysis.min_episode_seconds == 60.0

@@ -174,10 +174,10 @@ def test_a_rerender_after_a_commit_reads_no_totals_from_sql(tmp_path: Path) -> N
     ingest(core, batch(2, range(60, 120, 10)))
     core.applier.tick(flush=True)  # a commit: the cached part is dropped
     seen: list[str] = []
-    for conn in (core.ledger._reader, core.ledger._writer):
+    for conn in (core.ledger.engine._reader, core.ledger.engine._writer):
         conn.set_trace_callback(seen.append)
     after = client.get("/metrics").text
-    for conn in (core.ledger._reader, core.ledger._writer):
+    for conn in (core.ledger.engine._reader, core.ledger.engine._writer):
         conn.set_trace_callback(None)
     assert sum(values(after, ENERGY).values()) == WATTS * 110 == energy(core)
     assert seen, "the fleet part still reads recommendations and pings the ledger"

@@ -18,10 +18,11 @@ ROOT = Path(__file__).resolve().parents[2]
 class CollectorProcess:
     """One collector command line; ``start`` may be called again after a kill."""
 
-    def __init__(self, config: Path, port: int, db: Path, token: str, log: Path) -> None:
+    def __init__(self, config: Path, port: int, db: Path | str, token: str, log: Path) -> None:
+        """``db``: the ledger, a SQLite file or a ``postgresql://`` URL."""
         self.url = f"http://127.0.0.1:{port}"
         self.args = [sys.executable, "-m", "gpufleet", "--log-level", "WARNING", "collector",
-                     "--config", str(config), "--port", str(port), "--db", str(db)]  # fmt: skip
+                     "--config", str(config), "--port", str(port), "--ledger", str(db)]  # fmt: skip
         self.env = {**os.environ, "GPUFLEET_SERVER__TOKENS": token}
         self.log = log
         self.proc: subprocess.Popen[bytes] | None = None

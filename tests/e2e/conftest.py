@@ -8,6 +8,8 @@ import httpx
 import pytest
 
 from tests.e2e.fleet_rig import FleetRig
+from tests.postgres_fixture import postgres  # noqa: F401
+from tests.slurm.fixture import slurm, slurm_jobs  # noqa: F401
 
 
 @pytest.fixture(scope="module")

@@ -100,7 +100,8 @@ def build_agent(
     node_clock = SkewedClock(clock, offset_seconds) if offset_seconds else clock
     shipper = Shipper(settings, node.name, stats, transport=network, clock=node_clock)
     source = SkewedNode(node, offset_seconds) if offset_seconds else node
-    sampler = Sampler(source, stats, step_seconds, sink=shipper, clock=node_clock)
+    hosts = None if offset_seconds else node  # the workloads' host CPU (issue 24)
+    sampler = Sampler(source, stats, step_seconds, sink=shipper, clock=node_clock, hosts=hosts)
     return Agent(sampler, shipper, stats, network)
 
 

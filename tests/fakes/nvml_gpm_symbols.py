@@ -38,6 +38,16 @@ GPM_METRICS = {
     N.NVML_GPM_METRIC_SM_OCCUPANCY: "sm_occupancy_percent",
     N.NVML_GPM_METRIC_ANY_TENSOR_UTIL: "any_tensor_util_percent",
     N.NVML_GPM_METRIC_DRAM_BW_UTIL: "dram_bw_util_percent",
+    N.NVML_GPM_METRIC_FP64_UTIL: "fp64_util_percent",
+    N.NVML_GPM_METRIC_FP32_UTIL: "fp32_util_percent",
+    N.NVML_GPM_METRIC_FP16_UTIL: "fp16_util_percent",
+}
+#: traffic metric id -> GpuSpec field (MiB/s; the physical GPU's, not in GpmSpec)
+GPM_TRAFFIC = {
+    N.NVML_GPM_METRIC_PCIE_TX_PER_SEC: "pcie_tx_mib_per_second",
+    N.NVML_GPM_METRIC_PCIE_RX_PER_SEC: "pcie_rx_mib_per_second",
+    N.NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC: "nvlink_tx_mib_per_second",
+    N.NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC: "nvlink_rx_mib_per_second",
 }
 
 
@@ -93,7 +103,8 @@ class GpmSymbols(_Base):
         for slot in range(metrics.numMetrics):
             metric = metrics.metrics[slot]
             metric_id = int(metric.metricId)
-            if metric_id not in GPM_METRICS or metric_id in self.gpus[gpu_index].unsupported_gpm:
+            known = metric_id in first_totals and metric_id in second_totals
+            if not known or metric_id in self.gpus[gpu_index].unsupported_gpm:
                 metric.nvmlReturn = N.NVML_ERROR_NOT_SUPPORTED
                 continue
             too_close = elapsed < GPM_MIN_GAP_SECONDS - 1e-9

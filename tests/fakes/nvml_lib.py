@@ -27,7 +27,8 @@ from typing import Any
 
 import pynvml
 
-from tests.fakes.nvml_gpm_symbols import GPM_METRICS, EventSymbols, GpmSymbols
+from tests.fakes.nvml_board_symbols import BoardSymbols
+from tests.fakes.nvml_gpm_symbols import GPM_METRICS, GPM_TRAFFIC, EventSymbols, GpmSymbols
 from tests.fakes.nvml_peer_symbols import PeerSymbols
 from tests.fakes.nvml_reading_symbols import ReadingSymbols
 from tests.fakes.nvml_scenario import GpmSpec, GpuSpec, MigSpec, Scenario, load_scenario
@@ -84,6 +85,10 @@ class Integral:
     def set(self, value: float, now: float) -> None:
         self._total, self._since, self.value = self.total(now), now, value
 
+    def restart(self, now: float) -> None:
+        """The integral starts again from 0 (a counter reset at a driver reload)."""
+        self._total, self._since = 0.0, now
+
 
 class FakeGpu:
     """Run-time state of one fake GPU (its spec plus what changes)."""
@@ -97,8 +102,14 @@ class FakeGpu:
         self.wedge_seconds = 0.0
         self.unsupported_fields = _constants(spec.not_supported, "NVML_FI_")
         self.unsupported_gpm = _constants(spec.not_supported, "NVML_GPM_METRIC_")
+        #: traffic in MiB/s and its integral (MiB), per GpuSpec field name
+        self.traffic = {name: Integral(getattr(spec, name), now) for name in GPM_TRAFFIC.values()}
         self.gpm_counters: dict[int | None, dict[int, Integral]] = {
-            None: _gpm_counters(spec.gpm, now),
+            # traffic is the physical GPU's: a MIG instance's GPM does not answer it
+            None: {
+                **_gpm_counters(spec.gpm, now),
+                **{metric: self.traffic[name] for metric, name in GPM_TRAFFIC.items()},
+            },
             **{m.gpu_instance_id: _gpm_counters(m.gpm or spec.gpm, now) for m in spec.mig},
         }
 
@@ -111,7 +122,13 @@ class FakeGpu:
 
 
 class FakeNvml(
-    SystemSymbols, IdentitySymbols, ReadingSymbols, GpmSymbols, EventSymbols, PeerSymbols
+    SystemSymbols,
+    IdentitySymbols,
+    ReadingSymbols,
+    BoardSymbols,
+    GpmSymbols,
+    EventSymbols,
+    PeerSymbols,
 ):
     """The fake library's state, the test's controls, and (through the mixins) its symbols."""
 
@@ -154,6 +171,19 @@ class FakeNvml(
             counters = self.gpu(uuid).gpm_counters[instance_id]
             for name, percent in percents.items():
                 counters[by_name[name]].set(percent, self.clock())
+
+    def set_traffic(self, uuid: str, **mib_per_second: float) -> None:
+        """Change PCIe/NVLink traffic (GpuSpec ``*_mib_per_second`` names) from now on."""
+        with self._lock:
+            gpu = self.gpu(uuid)
+            for name, rate in mib_per_second.items():
+                gpu.traffic[name].set(rate, self.clock())
+
+    def reset_traffic_counters(self, uuid: str) -> None:
+        """The byte counters start again from 0, as after a driver reload."""
+        with self._lock:
+            for integral in self.gpu(uuid).traffic.values():
+                integral.restart(self.clock())
 
     def emit_xid(self, uuid: str, xid: int) -> None:
         with self._lock:

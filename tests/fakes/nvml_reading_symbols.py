@@ -26,7 +26,21 @@ _FIELD_TYPES = {
     N.NVML_FI_DEV_REMAPPED_COR: (N.NVML_VALUE_TYPE_UNSIGNED_INT, "uiVal"),
     N.NVML_FI_DEV_REMAPPED_UNC: (N.NVML_VALUE_TYPE_UNSIGNED_INT, "uiVal"),
     N.NVML_FI_DEV_REMAPPED_PENDING: (N.NVML_VALUE_TYPE_UNSIGNED_INT, "uiVal"),
+    N.NVML_FI_DEV_PCIE_REPLAY_COUNTER: (N.NVML_VALUE_TYPE_UNSIGNED_INT, "uiVal"),
+    N.NVML_FI_DEV_PCIE_COUNT_TX_BYTES: (N.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG, "ullVal"),
+    N.NVML_FI_DEV_PCIE_COUNT_RX_BYTES: (N.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG, "ullVal"),
+    N.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX: (N.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG, "ullVal"),
+    N.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX: (N.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG, "ullVal"),
+    N.NVML_FI_DEV_RETIRED_SBE: (N.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG, "ullVal"),
+    N.NVML_FI_DEV_RETIRED_DBE: (N.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG, "ullVal"),
+    N.NVML_FI_DEV_RETIRED_PENDING: (N.NVML_VALUE_TYPE_UNSIGNED_INT, "uiVal"),
 }
+#: fields that answer only for all NVLinks together here (scopeId UINT_MAX)
+_ALL_LINKS_SCOPE = 0xFFFFFFFF
+_NVLINK_FIELDS = frozenset(
+    {N.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, N.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX}
+)
+_MIB = 1024 * 1024
 
 
 def _field_number(gpu: FakeGpu, field_id: int, now: float) -> int:
@@ -40,7 +54,20 @@ def _field_number(gpu: FakeGpu, field_id: int, now: float) -> int:
         N.NVML_FI_DEV_REMAPPED_COR: lambda: spec.remapped_correctable,
         N.NVML_FI_DEV_REMAPPED_UNC: lambda: spec.remapped_uncorrectable,
         N.NVML_FI_DEV_REMAPPED_PENDING: lambda: spec.remapped_pending,
+        N.NVML_FI_DEV_PCIE_REPLAY_COUNTER: lambda: spec.pcie_replays,
+        # counters: bytes for PCIe, KiB for NVLink, of traffic integrated in MiB
+        N.NVML_FI_DEV_PCIE_COUNT_TX_BYTES: lambda: _traffic(gpu, "pcie_tx", now, _MIB),
+        N.NVML_FI_DEV_PCIE_COUNT_RX_BYTES: lambda: _traffic(gpu, "pcie_rx", now, _MIB),
+        N.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX: lambda: _traffic(gpu, "nvlink_tx", now, 1024),
+        N.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX: lambda: _traffic(gpu, "nvlink_rx", now, 1024),
+        N.NVML_FI_DEV_RETIRED_SBE: lambda: spec.retired_pages_sbe,
+        N.NVML_FI_DEV_RETIRED_DBE: lambda: spec.retired_pages_dbe,
+        N.NVML_FI_DEV_RETIRED_PENDING: lambda: spec.retired_pages_pending,
     }[field_id]()
+
+
+def _traffic(gpu: FakeGpu, direction: str, now: float, units_per_mib: int) -> int:
+    return int(gpu.traffic[f"{direction}_mib_per_second"].total(now) * units_per_mib)
 
 
 class ReadingSymbols(_Base):
@@ -57,6 +84,8 @@ class ReadingSymbols(_Base):
                 element.nvmlReturn = N.NVML_ERROR_NOT_SUPPORTED
             elif field_id == N.NVML_FI_DEV_POWER_INSTANT and element.scopeId != 0:
                 element.nvmlReturn = N.NVML_ERROR_NOT_SUPPORTED  # only GPU scope here
+            elif field_id in _NVLINK_FIELDS and element.scopeId != _ALL_LINKS_SCOPE:
+                element.nvmlReturn = N.NVML_ERROR_INVALID_ARGUMENT  # per link: not modelled
             else:
                 value_type, member = _FIELD_TYPES[field_id]
                 element.valueType = value_type

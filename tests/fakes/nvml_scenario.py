@@ -37,6 +37,9 @@ class GpmSpec:
     sm_occupancy_percent: float = 0.0
     any_tensor_util_percent: float = 0.0
     dram_bw_util_percent: float = 0.0
+    fp64_util_percent: float = 0.0
+    fp32_util_percent: float = 0.0
+    fp16_util_percent: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,24 @@ class GpuSpec:
     processes: tuple[ProcessSpec, ...] = ()
     xids: tuple[XidSpec, ...] = ()
     not_supported: frozenset[str] = frozenset()
+    #: PCIe and NVLink traffic (GPM's unit, MiB/s): GPM answers it, and the byte-counter
+    #: fields (PCIe bytes, NVLink KiB) grow by it
+    pcie_tx_mib_per_second: float = 0.0
+    pcie_rx_mib_per_second: float = 0.0
+    nvlink_tx_mib_per_second: float = 0.0
+    nvlink_rx_mib_per_second: float = 0.0
+    pcie_replays: int = 0
+    pcie_link_generation: int = 4
+    pcie_link_width: int = 16
+    pcie_link_generation_max: int = 4
+    pcie_link_width_max: int = 16
+    #: nvmlDeviceGetFanSpeed, % (list it in not_supported for a passively cooled board)
+    fan_speed_percent: int = 0
+    retired_pages_sbe: int = 0
+    retired_pages_dbe: int = 0
+    retired_pages_pending: int = 0
+    #: nvmlDeviceGetDefaultApplicationsClock(NVML_CLOCK_SM), MHz
+    sm_clock_default_mhz: int = 1980
     #: MIG instances; non-empty means MIG mode is enabled
     mig: tuple[MigSpec, ...] = ()
     #: the GPU falls off the bus when its read number N starts (a read = one field batch)

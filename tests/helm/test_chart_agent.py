@@ -58,6 +58,16 @@ def test_pod_resources_are_mounted_read_only_from_the_host() -> None:
     assert "/var/lib/kubelet/pod-resources" in mounts(moved)
 
 
+def test_the_host_cgroups_are_mounted_read_only_where_the_agent_reads_them() -> None:
+    spec = agent()
+    mount = mounts(spec)["/host/sys/fs/cgroup"]
+    assert mount["readOnly"] is True
+    assert volume(spec, mount["name"])["hostPath"]["path"] == "/sys/fs/cgroup"
+    off = agent(render({"agent": {"config": {"attribution": {"host_usage": False}}}}))
+    assert "/host/sys/fs/cgroup" not in mounts(off)
+    assert all(v.get("hostPath", {}).get("path") != "/sys/fs/cgroup" for v in off["volumes"])
+
+
 def test_every_host_mount_but_the_spool_is_read_only() -> None:
     spec = agent()
     host_volumes = {v["name"] for v in spec["volumes"] if "hostPath" in v}

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from agent.config import AgentSettings, ShipperSettings
+from agent.config import AgentSettings, AttributionSettings, ShipperSettings
 from collector.actions.settings import ActionSettings, PolicySettings
 from collector.analysis.cost import PriceBook
 from collector.config import CollectorSettings, LedgerSettings, ServerSettings
@@ -37,12 +37,14 @@ AGENT_OWNED = {
     "exporter.address": "all interfaces, for probes and Prometheus",
     "attribution.kubelet_socket": "agent.kubeletPodResourcesPath, mounted in place",
     "attribution.proc_root": "agent.hostPID",
+    "attribution.cgroup_root": "the host's /sys/fs/cgroup, mounted read-only at /host/...",
 }
 COLLECTOR_OWNED = {
     "server.host": "all interfaces",
     "server.tokens": "never inline: the Secret",
     "server.tokens_file": "the mounted Secret's collector-tokens",
-    "ledger.url": "collector.persistence",
+    "ledger.url": "collector.persistence, or collector.postgresql's Secret (GPUFLEET_LEDGER__URL)",
+    "cluster.replica_id": "the pod name (GPUFLEET_CLUSTER__REPLICA_ID, downward API)",
     "influx.token": "never inline: the Secret",
     "influx.token_file": "the mounted Secret's influx-token",
 }
@@ -95,7 +97,11 @@ def test_default_agent_config_is_the_program_s_defaults_plus_the_chart_s_keys(
         token_file=Path("/etc/gpufleet/secrets/agent-token"),
         spool_dir=Path("/var/lib/gpufleet/spool"),
     )
-    assert settings == dataclasses.replace(AgentSettings(), shipper=shipper), (
+    attribution = dataclasses.replace(
+        AttributionSettings(), cgroup_root=Path("/host/sys/fs/cgroup")
+    )
+    expected = dataclasses.replace(AgentSettings(), shipper=shipper, attribution=attribution)
+    assert settings == expected, (
         "helm/gpufleet/values.yaml agent.config drifted from agent/config.py defaults"
     )
 

@@ -18,11 +18,12 @@ from typing import Any
 import pynvml
 
 from agent.model import GpuInfo, GpuSample
+from agent.sources.nvml.board import BoardReader
 from agent.sources.nvml.calls import DeviceCalls, FieldLog
 from agent.sources.nvml.discovery import DiscoveredGpu, MigInstance, memory_queries
 from agent.sources.nvml.events import XidEvents
-from agent.sources.nvml.fields import FieldReader
-from agent.sources.nvml.gpm import GpmReadings, GpmSampler
+from agent.sources.nvml.fields import FieldReader, FieldReadings
+from agent.sources.nvml.gpm import INSTANCE_METRICS, GpmReadings, GpmSampler
 from agent.sources.nvml.processes import ProcessReader
 from agent.sources.nvml.structs import engine_utilisation_query, out_query, temperature_v_query
 
@@ -48,7 +49,9 @@ class GpuReader:
         handle = gpu.handle
         #: serialises GPM on this physical GPU (its MIG instances included)
         self._gpm_lock = threading.Lock()
-        self._fields = FieldReader(handle, self._calls)
+        # without GPM, PCIe and NVLink traffic come from the byte counters in the batch
+        self._fields = FieldReader(handle, self._calls, with_counters=not gpu.gpm_supported)
+        self._board = BoardReader(handle, self._calls)
         self._events = XidEvents(handle, self._calls)
         self._gpm = (
             GpmSampler(
@@ -106,6 +109,8 @@ class GpuReader:
         gpm = self._read_gpm()
         coarse = None if gpm is not None else self._coarse_utilisation()
         used, total, reserved = _memory_bytes(self._calls.get("memory", *self._memory))
+        links = self._board.links()
+        pcie_tx, pcie_rx, nvlink_tx, nvlink_rx = _traffic(gpm, fields)
         return GpuSample(
             timestamp=now,
             gpu_uuid=self._gpu.info.uuid,
@@ -133,6 +138,22 @@ class GpuReader:
             processes=self._processes.read() if self._processes else (),
             encoder_activity=self._video.encoder(),
             decoder_activity=self._video.decoder(),
+            pcie_tx_bytes_per_second=pcie_tx,
+            pcie_rx_bytes_per_second=pcie_rx,
+            nvlink_tx_bytes_per_second=nvlink_tx,
+            nvlink_rx_bytes_per_second=nvlink_rx,
+            fp64_activity=gpm.fp64_activity if gpm else None,
+            fp32_activity=gpm.fp32_activity if gpm else None,
+            fp16_activity=gpm.fp16_activity if gpm else None,
+            pcie_link_generation=links.pcie_link_generation,
+            pcie_link_width=links.pcie_link_width,
+            pcie_link_generation_max=links.pcie_link_generation_max,
+            pcie_link_width_max=links.pcie_link_width_max,
+            pcie_replays_total=fields.pcie_replays_total,
+            fan_speed_ratio=self._board.fan_speed_ratio(),
+            retired_pages_total=fields.retired_pages_total,
+            retired_pages_pending=fields.retired_pages_pending,
+            sm_clock_default_hertz=links.sm_clock_default_hertz,
         )
 
     def _read_gpm(self) -> GpmReadings | None:
@@ -195,6 +216,7 @@ class InstanceReader:
                 timing.gpm_gap_seconds,
                 timing.monotonic,
                 timing.sleep,
+                INSTANCE_METRICS,
             )
             if parent.gpm_supported
             else None
@@ -216,6 +238,9 @@ class InstanceReader:
             processes=self._processes.read(),
             encoder_activity=self._video.encoder(),
             decoder_activity=self._video.decoder(),
+            fp64_activity=gpm.fp64_activity if gpm else None,
+            fp32_activity=gpm.fp32_activity if gpm else None,
+            fp16_activity=gpm.fp16_activity if gpm else None,
         )
 
     def close(self) -> None:
@@ -240,6 +265,19 @@ class VideoEngines:
 
     def decoder(self) -> float | None:
         return _engine_ratio(self._calls.get("decoder_activity", self._decoder))
+
+
+def _traffic(
+    gpm: GpmReadings | None, fields: FieldReadings
+) -> tuple[float | None, float | None, float | None, float | None]:
+    """PCIe TX, RX and NVLink TX, RX in B/s: GPM's where GPM answers, else the counters'."""
+    source: GpmReadings | FieldReadings = gpm if gpm is not None else fields
+    return (
+        source.pcie_tx_bytes_per_second,
+        source.pcie_rx_bytes_per_second,
+        source.nvlink_tx_bytes_per_second,
+        source.nvlink_rx_bytes_per_second,
+    )
 
 
 def _engine_ratio(percent: int | None) -> float | None:

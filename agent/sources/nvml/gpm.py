@@ -1,4 +1,5 @@
-"""GPU Performance Monitoring (GPM, Hopper and newer): SM, tensor and HBM activity.
+"""GPU Performance Monitoring (GPM, Hopper and newer): SM, tensor, FP pipe and HBM activity,
+and PCIe and NVLink traffic.
 
 A GPM metric is the average between two samples taken at least 100 ms apart (NVML's
 internal refresh; closer samples read as zeros). The sampler keeps its previous sample,
@@ -31,25 +32,57 @@ METRIC_IDS: dict[str, int] = {
     "sm_occupancy": pynvml.NVML_GPM_METRIC_SM_OCCUPANCY,
     "tensor_activity": pynvml.NVML_GPM_METRIC_ANY_TENSOR_UTIL,
     "dram_activity": pynvml.NVML_GPM_METRIC_DRAM_BW_UTIL,
+    "fp64_activity": pynvml.NVML_GPM_METRIC_FP64_UTIL,
+    "fp32_activity": pynvml.NVML_GPM_METRIC_FP32_UTIL,
+    "fp16_activity": pynvml.NVML_GPM_METRIC_FP16_UTIL,
+    "pcie_tx_bytes_per_second": pynvml.NVML_GPM_METRIC_PCIE_TX_PER_SEC,
+    "pcie_rx_bytes_per_second": pynvml.NVML_GPM_METRIC_PCIE_RX_PER_SEC,
+    "nvlink_tx_bytes_per_second": pynvml.NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC,
+    "nvlink_rx_bytes_per_second": pynvml.NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC,
 }
+#: the traffic metrics, which NVML answers in MiB/s (the others are percentages)
+_TRAFFIC = frozenset(name for name in METRIC_IDS if name.endswith("_bytes_per_second"))
+_MIB = 1024 * 1024
+#: what a MIG instance asks for: its own engines' activity; PCIe and NVLink traffic is the
+#: physical GPU's and is read there once (never split or repeated per instance)
+INSTANCE_METRICS = tuple(name for name in METRIC_IDS if name not in _TRAFFIC)
 
 
 class GpmReadings(NamedTuple):
-    """Ratios 0..1 averaged since the previous read; None where a metric failed.
+    """Averages since the previous read; None where a metric failed or was not asked for.
 
-    No nvidia-smi query shows these; ``nvidia-smi dmon --gpm-metrics 2,3,5,10`` prints
-    them in percent, and DCGM calls them PROF_SM_ACTIVE, PROF_SM_OCCUPANCY,
-    PROF_PIPE_TENSOR_ACTIVE and PROF_DRAM_ACTIVE.
+    No nvidia-smi query shows these; ``nvidia-smi dmon --gpm-metrics 2,3,5,10,11,12,13,20,
+    21,60,61`` prints them (percent, MiB/s), and DCGM calls them PROF_SM_ACTIVE,
+    PROF_SM_OCCUPANCY, PROF_PIPE_TENSOR_ACTIVE, PROF_DRAM_ACTIVE, PROF_PIPE_FP64/FP32/
+    FP16_ACTIVE, PROF_PCIE_TX/RX_BYTES and PROF_NVLINK_TX/RX_BYTES.
     """
 
+    #: ratios 0..1
     sm_activity: float | None = None
     sm_occupancy: float | None = None
     tensor_activity: float | None = None
     dram_activity: float | None = None
+    fp64_activity: float | None = None
+    fp32_activity: float | None = None
+    fp16_activity: float | None = None
+    #: bytes per second, headers and payload (all NVLinks together)
+    pcie_tx_bytes_per_second: float | None = None
+    pcie_rx_bytes_per_second: float | None = None
+    nvlink_tx_bytes_per_second: float | None = None
+    nvlink_rx_bytes_per_second: float | None = None
 
 
 if tuple(METRIC_IDS) != GpmReadings._fields:  # GpmSampler builds readings positionally
     raise ImportError("gpm.METRIC_IDS and GpmReadings list the metrics in different orders")
+
+
+class _Metric(NamedTuple):
+    """One asked metric: its GpmReadings slot, its log name, its factor from NVML units."""
+
+    slot: int
+    name: str
+    scale: float
+    ratio: bool
 
 
 class GpmSampler:
@@ -63,6 +96,7 @@ class GpmSampler:
         gap_seconds: float,
         monotonic: Callable[[], float],
         sleep: Callable[[float], None],
+        metrics: tuple[str, ...] = tuple(METRIC_IDS),
     ) -> None:
         self._take_sample = take_sample
         self._calls = calls
@@ -72,7 +106,8 @@ class GpmSampler:
         self._sleep = sleep
         self._buffers: list[Any] = []
         self._previous_at: float | None = None
-        self._request = _metrics_request()
+        self._metrics_asked = tuple(_metric(name) for name in metrics)
+        self._request = _metrics_request(metrics)
         self._get_metrics = functools.partial(pynvml.nvmlGpmMetricsGet, self._request)
         #: per buffer, the call that fills it (bound once: the buffers live until close)
         self._fill: list[Callable[[], object]] = []
@@ -131,22 +166,28 @@ class GpmSampler:
         request.sample2 = current
         if self._calls.get("gpm", self._get_metrics) is None:
             return None
-        values: list[float | None] = []
-        for name, metric in zip(METRIC_IDS, request.metrics, strict=False):
-            if metric.nvmlReturn == pynvml.NVML_SUCCESS:
-                values.append(min(max(metric.value / 100, 0.0), 1.0))
+        values: list[float | None] = [None] * len(GpmReadings._fields)
+        for asked, metric in zip(self._metrics_asked, request.metrics, strict=False):
+            if metric.nvmlReturn != pynvml.NVML_SUCCESS:
+                self._calls.failed(f"gpm_{asked.name}", metric.nvmlReturn)
+            elif asked.ratio:
+                values[asked.slot] = min(max(metric.value / 100, 0.0), 1.0)
             else:
-                values.append(None)
-                self._calls.failed(f"gpm_{name}", metric.nvmlReturn)
-        return GpmReadings(*values)  # METRIC_IDS is in GpmReadings' field order
+                values[asked.slot] = max(metric.value * asked.scale, 0.0)
+        return GpmReadings._make(values)  # slots are GpmReadings' field order
 
 
-def _metrics_request() -> Any:
-    """A metrics request for METRIC_IDS, written once: NVML reads the version, the count
+def _metric(name: str) -> _Metric:
+    traffic = name in _TRAFFIC
+    return _Metric(GpmReadings._fields.index(name), name, _MIB if traffic else 1, not traffic)
+
+
+def _metrics_request(metrics: tuple[str, ...]) -> Any:
+    """A metrics request for ``metrics``, written once: NVML reads the version, the count
     and the ids, and writes only each metric's return code, value and description."""
     request = GpmMetricsGet()
     request.version = pynvml.NVML_GPM_METRICS_GET_VERSION
-    request.numMetrics = len(METRIC_IDS)
-    for slot, metric_id in enumerate(METRIC_IDS.values()):
-        request.metrics[slot].metricId = metric_id
+    request.numMetrics = len(metrics)
+    for slot, name in enumerate(metrics):
+        request.metrics[slot].metricId = METRIC_IDS[name]
     return request

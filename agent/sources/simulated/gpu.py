@@ -13,7 +13,14 @@ import threading
 
 from agent.model import GpuInfo, GpuSample, ProcessSample
 from agent.sources.simulated.hardware import GpuModel, board_power_watts, temperature_celsius
-from agent.sources.simulated.workloads import SEGMENT_SECONDS, SimJob, segment_activity, unit
+from agent.sources.simulated.pathology import falls_off_bus, gpu_signals, pcie_link
+from agent.sources.simulated.workloads import (
+    SEGMENT_SECONDS,
+    ActivityKind,
+    SimJob,
+    segment_activity,
+    unit,
+)
 
 BLOCK_SEGMENTS = 64
 _GPU_IDLE_REASON = 0x1
@@ -49,6 +56,18 @@ class SimulatedGpu:
         self._cursor = (0, 0.0)
         self._lock = threading.Lock()
 
+    def reschedule(self, jobs: tuple[SimJob, ...], since: float) -> None:
+        """The board's jobs from ``since`` on (a release ends one, a scheduler places
+        another): ``since`` must not be before the newest time read, whose energy is
+        already integrated with the old schedule."""
+        with self._lock:
+            if self.segment_at(since) < self._cursor[0]:
+                raise ValueError(f"reschedule at {since}: before the newest time read")
+            self.jobs = jobs
+            for i, job in enumerate(jobs):
+                pid = 1000 + int(unit(self.key ^ (i + 97), 8) * 3_000_000)
+                self._pids.setdefault(job.workload.key, pid)
+
     # -- the segment grid -------------------------------------------------------------
 
     def segment_at(self, time_unix: float) -> int:
@@ -70,9 +89,13 @@ class SimulatedGpu:
         if job is None:
             sm = dram = 0.0
         else:
-            sm, dram = segment_activity(job.pattern, self.key, segment, start)
+            sm, dram = segment_activity(job.pattern, self.key, segment, start, self.lags(job))
         power = board_power_watts(self.model, self.gain, sm, dram, context=job is not None)
         return job, sm, dram, power
+
+    def lags(self, job: SimJob) -> bool:
+        """Whether this GPU is the straggler of ``job`` (a STRAGGLER job's last GPU)."""
+        return job.kind is ActivityKind.STRAGGLER and self.info.index == job.gpu_indexes[-1]
 
     def activity(self, segment: int) -> tuple[float, float]:
         """True (sm_activity, dram_activity) during ``segment``; (0, 0) when free."""
@@ -157,10 +180,13 @@ class SimulatedGpu:
         """What NVML would report at ``now``: instant power, counter, activity, processes."""
         segment = self.segment_at(now)
         job, sm, dram, power = self.state(segment)
+        if falls_off_bus(job):
+            return self._lost(now, job)
         busy = sm > 0.0 or dram > 0.0
         memory_used = int(self.model.memory_total_bytes * job.pattern.memory_fraction) if job else 0
         temperature = temperature_celsius(self.model, power)
         gpm = self.model.has_gpm
+        signals = gpu_signals(job, self.model, self.key, segment, sm, bool(job and self.lags(job)))
         return GpuSample(
             timestamp=now,
             gpu_uuid=self.info.uuid,
@@ -168,7 +194,7 @@ class SimulatedGpu:
             sm_activity=sm if gpm else round(sm * 100.0) / 100.0,
             dram_activity=dram if gpm else round(dram * 100.0) / 100.0,
             sm_occupancy=0.55 * sm if gpm else None,
-            tensor_activity=0.6 * sm if gpm else None,
+            tensor_activity=signals.tensor_activity if gpm else None,
             activity_coarse=not gpm,
             power_watts=round(power, 3),
             energy_joules=self.counter_joules(now),
@@ -176,15 +202,46 @@ class SimulatedGpu:
             memory_temperature_celsius=temperature + 4.0 if self.model.has_hbm else None,
             memory_used_bytes=memory_used,
             memory_total_bytes=self.model.memory_total_bytes,
-            sm_clock_hertz=self._sm_clock_hertz(busy or job is not None),
-            throttle_reasons=0 if busy else _GPU_IDLE_REASON,
+            sm_clock_hertz=self._sm_clock_hertz(busy or job is not None) * signals.clock_ratio,
+            throttle_reasons=signals.throttle_reasons | (0 if busy else _GPU_IDLE_REASON),
+            xid_errors=signals.xid_errors,
             ecc_corrected_total=0 if self.model.has_hbm else None,
-            ecc_uncorrected_total=0 if self.model.has_hbm else None,
+            ecc_uncorrected_total=signals.ecc_uncorrected_total if self.model.has_hbm else None,
             processes=self._processes(job, memory_used, sm),
             workloads=(job.workload,) if job else (),
             # the simulated jobs train and serve models: no video to encode or decode
             encoder_activity=0.0,
             decoder_activity=0.0,
+            # the issue-24 fields: GPM pipes on Hopper+, PCIe and NVLink where they exist
+            pcie_tx_bytes_per_second=signals.pcie_tx_bytes_per_second,
+            pcie_rx_bytes_per_second=signals.pcie_rx_bytes_per_second,
+            nvlink_tx_bytes_per_second=signals.nvlink_tx_bytes_per_second,
+            nvlink_rx_bytes_per_second=signals.nvlink_rx_bytes_per_second,
+            fp64_activity=0.0 if gpm else None,
+            fp32_activity=signals.fp32_activity if gpm else None,
+            fp16_activity=signals.fp16_activity if gpm else None,
+            pcie_link_generation=signals.pcie_link_generation,
+            pcie_link_width=signals.pcie_link_width,
+            pcie_link_generation_max=pcie_link(self.model)[0],
+            pcie_link_width_max=pcie_link(self.model)[1],
+            pcie_replays_total=0,
+            # every simulated board is passively cooled (SXM, or a datacenter PCIe card)
+            fan_speed_ratio=None,
+            # Turing retires pages; Ampere and newer remap rows instead
+            retired_pages_total=0 if self.model.architecture == "turing" else None,
+            retired_pages_pending=False if self.model.architecture == "turing" else None,
+            sm_clock_default_hertz=self.model.max_sm_clock_hertz,
+        )
+
+    def _lost(self, now: float, job: SimJob | None) -> GpuSample:
+        """A GPU fallen off the bus: NVML answers GPU_IS_LOST; the pod still holds it."""
+        return GpuSample(
+            timestamp=now,
+            gpu_uuid=self.info.uuid,
+            healthy=False,
+            error="GPU is lost (fallen off the bus)",
+            xid_errors=(79,) if self.segment_at(now) % 6 == 0 else (),
+            workloads=(job.workload,) if job else (),
         )
 
     def _sm_clock_hertz(self, raised: bool) -> float:

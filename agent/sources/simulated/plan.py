@@ -46,6 +46,15 @@ _T, _I, _N, _S, _D = (
     ActivityKind.STUCK,
     ActivityKind.DATALOADER_BOUND,
 )
+_CPU, _COMM, _MEM, _HOT, _LAG, _FAULT, _FP32 = (
+    ActivityKind.HOST_CPU_BOUND,
+    ActivityKind.COMM_BOUND,
+    ActivityKind.MEMORY_BOUND,
+    ActivityKind.THROTTLED,
+    ActivityKind.STRAGGLER,
+    ActivityKind.FAULTED,
+    ActivityKind.NO_TENSOR,
+)
 
 #: GPUs beyond a flavour's slots are free (no workload, bare idle)
 FLAVOURS: tuple[tuple[Slot, ...], ...] = (
@@ -55,12 +64,28 @@ FLAVOURS: tuple[tuple[Slot, ...], ...] = (
     (Slot(_T, 4), Slot(_D, slurm=True, ends_after_seconds=4 * 3600.0), Slot(_D), Slot(_N)),
 )
 
+#: nodes of ``build_pathology_fleet``: every bottleneck of issue 24 beside healthy training
+PATHOLOGY_FLAVOURS: tuple[tuple[Slot, ...], ...] = (
+    (Slot(_D), Slot(_CPU), Slot(_COMM, 4), Slot(_T, 2)),
+    (Slot(_LAG, 4), Slot(_HOT, 2), Slot(_FP32), Slot(_FAULT)),
+    (Slot(_MEM), Slot(_T, 4), Slot(_D, slurm=True), Slot(_CPU), Slot(_FAULT)),
+    (Slot(_T, 4, slurm=True), Slot(_HOT), Slot(_MEM), Slot(_FP32, 2)),
+    (Slot(_COMM, 2), Slot(_LAG, 3, slurm=True), Slot(_FAULT), Slot(_T, 2)),
+)
+
 _NAMES = {
     _T: ("ml-training", "llm-pretrain", "trainer", "python"),
     _I: ("serving", "diffusion-serve", "server", "tritonserver"),
     _N: ("notebooks", "jupyter", "notebook", "ipykernel_launcher"),
     _S: ("research", "sweep-worker", "worker", "python"),
     _D: ("ml-training", "finetune-etl", "trainer", "python"),
+    _CPU: ("ml-training", "augment-heavy", "trainer", "python"),
+    _COMM: ("ml-training", "llm-sharded", "trainer", "torchrun"),
+    _MEM: ("research", "sparse-attn", "worker", "python"),
+    _HOT: ("ml-training", "vit-large", "trainer", "python"),
+    _LAG: ("ml-training", "ddp-resnet", "trainer", "torchrun"),
+    _FAULT: ("research", "sweep-worker", "worker", "python"),
+    _FP32: ("research", "fp32-baseline", "worker", "python"),
 }
 
 
@@ -99,11 +124,18 @@ def make_workload(kind: ActivityKind, slurm: bool, seed: int, node: str, slot: i
     )
 
 
-def plan_jobs(node: str, gpu_count: int, flavour: int, seed: int, epoch: float) -> list[SimJob]:
+def plan_jobs(
+    node: str,
+    gpu_count: int,
+    flavour: int,
+    seed: int,
+    epoch: float,
+    flavours: Sequence[tuple[Slot, ...]] = FLAVOURS,
+) -> list[SimJob]:
     """The jobs of one node of ``flavour``, filling GPU indexes in order until none is left."""
     jobs: list[SimJob] = []
     next_index = 0
-    for number, slot in enumerate(FLAVOURS[flavour % len(FLAVOURS)]):
+    for number, slot in enumerate(flavours[flavour % len(flavours)]):
         count = min(slot.gpus, gpu_count - next_index)
         if count <= 0:
             break

@@ -12,11 +12,12 @@ import time
 from collections.abc import Sequence
 
 from agent.config import SourceSettings
-from agent.model import GpuInfo, GpuSample
+from agent.model import GpuInfo, GpuSample, WorkloadHostSample
 from agent.sources.simulated.gpu import SimulatedGpu
 from agent.sources.simulated.hardware import gpu_model
 from agent.sources.simulated.mig import MigLayout, build_mig_gpus
-from agent.sources.simulated.plan import build_gpus, plan_jobs
+from agent.sources.simulated.pathology import host_sample
+from agent.sources.simulated.plan import PATHOLOGY_FLAVOURS, Slot, build_gpus, plan_jobs
 from agent.sources.simulated.truth import GroundTruth
 from agent.sources.simulated.workloads import SEGMENT_SECONDS, ActivityKind, SimJob
 from gpufleet.settings import ConfigError
@@ -29,6 +30,7 @@ __all__ = [
     "SimulatedFleet",
     "SimulatedNode",
     "build_fleet",
+    "build_pathology_fleet",
 ]
 
 #: 2026-01-01T00:00:00Z, the default simulation epoch
@@ -54,10 +56,15 @@ class SimulatedNode(GroundTruth):
         seed: int = 0,
         start_time: float = DEFAULT_START_TIME,
         flavour: int = SINGLE_NODE_FLAVOUR,
+        flavours: Sequence[tuple[Slot, ...]] | None = None,
     ) -> SimulatedNode:
-        """A node with one GPU per entry of ``models`` (keys of GPU_MODELS, e.g. "H100")."""
+        """A node with one GPU per entry of ``models`` (keys of GPU_MODELS, e.g. "H100");
+        ``flavours``: the node flavours to pick from (plan.FLAVOURS by default)."""
         gpu_models = [gpu_model(key) for key in models]
-        jobs = plan_jobs(name, len(gpu_models), flavour, seed, start_time)
+        if flavours is None:
+            jobs = plan_jobs(name, len(gpu_models), flavour, seed, start_time)
+        else:
+            jobs = plan_jobs(name, len(gpu_models), flavour, seed, start_time, flavours)
         return cls(name, build_gpus(name, gpu_models, jobs, seed, start_time))
 
     @classmethod
@@ -113,6 +120,15 @@ class SimulatedNode(GroundTruth):
         """Every GPU's state at ``now`` (any Unix time; no replay from the start needed)."""
         return [gpu.sample(now) for gpu in self.gpus]
 
+    def read_hosts(self, samples: Sequence[GpuSample], now: float) -> list[WorkloadHostSample]:
+        """Each job holding a GPU of this node at ``now``: its host CPU and memory, as the
+        agent reads them from the job's cgroup (one per job, whatever its GPU count)."""
+        jobs = {job.workload.key: job for gpu in self.gpus if (job := gpu.job_at(now))}
+        if not jobs:
+            return []
+        segment = self.gpus[0].segment_at(now)
+        return [host_sample(job, segment, now) for job in jobs.values()]
+
     def close(self) -> None:
         """Nothing to release."""
 
@@ -163,3 +179,27 @@ def build_fleet(
             )
         )
     return SimulatedFleet(built)
+
+
+def build_pathology_fleet(
+    seed: int = 0,
+    start_time: float = DEFAULT_START_TIME,
+    models: Sequence[str] = ("H100", "H100", "A100", "H100", "H100"),
+) -> SimulatedFleet:
+    """A fleet of 8-GPU nodes whose jobs show every bottleneck of issue 24 (input-bound,
+    host-CPU-bound, communication-bound, memory-bandwidth-bound, throttled, straggler,
+    faulted GPU, no tensor-core use) beside healthy training; each job's true cause is
+    ``truth.true_cause``. Node i takes ``models[i]`` and plan.PATHOLOGY_FLAVOURS[i]."""
+    return SimulatedFleet(
+        [
+            SimulatedNode.build(
+                f"gpu-patho-{i:02d}",
+                [model] * 8,
+                seed=seed,
+                start_time=start_time,
+                flavour=i,
+                flavours=PATHOLOGY_FLAVOURS,
+            )
+            for i, model in enumerate(models)
+        ]
+    )

@@ -12,6 +12,25 @@ from agent.model import Workload
 from agent.sources.simulated.gpu import SimulatedGpu
 from agent.sources.simulated.workloads import ActivityKind, SimJob
 
+#: each pathology's true bottleneck, named as the collector's verdicts name theirs
+#: (collector/analysis/bottleneck.py Cause); kinds absent here have none
+TRUE_CAUSES: dict[ActivityKind, str] = {
+    ActivityKind.DATALOADER_BOUND: "input_bound",
+    ActivityKind.HOST_CPU_BOUND: "host_cpu_bound",
+    ActivityKind.COMM_BOUND: "communication_bound",
+    ActivityKind.MEMORY_BOUND: "memory_bandwidth_bound",
+    ActivityKind.THROTTLED: "throttled",
+    ActivityKind.STRAGGLER: "straggler",
+    ActivityKind.FAULTED: "gpu_fault",
+    ActivityKind.NO_TENSOR: "no_tensor_cores",
+}
+
+
+def true_cause(job: SimJob) -> str | None:
+    """Why ``job`` wastes the GPUs it holds, by construction; None for a healthy job (or
+    one whose waste is idleness: stuck, notebooks, inference between requests)."""
+    return TRUE_CAUSES.get(job.kind)
+
 
 class GroundTruth:
     """Ground-truth queries over ``gpus``; times are Unix seconds, t0 <= t1."""

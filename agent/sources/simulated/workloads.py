@@ -30,6 +30,14 @@ class ActivityKind(enum.StrEnum):
     NOTEBOOK = "notebook"
     STUCK = "stuck"
     DATALOADER_BOUND = "dataloader_bound"
+    #: the pathologies of issue 24 (pathology.py gives their other signals)
+    HOST_CPU_BOUND = "host_cpu_bound"
+    COMM_BOUND = "comm_bound"
+    MEMORY_BOUND = "memory_bound"
+    THROTTLED = "throttled"
+    STRAGGLER = "straggler"
+    FAULTED = "faulted"
+    NO_TENSOR = "no_tensor"
 
 
 def mix64(x: int) -> int:
@@ -77,6 +85,13 @@ _MEMORY_FRACTION = {
     ActivityKind.NOTEBOOK: (0.10, 0.50),
     ActivityKind.STUCK: (0.20, 0.90),
     ActivityKind.DATALOADER_BOUND: (0.50, 0.80),
+    ActivityKind.HOST_CPU_BOUND: (0.30, 0.60),
+    ActivityKind.COMM_BOUND: (0.70, 0.90),
+    ActivityKind.MEMORY_BOUND: (0.60, 0.90),
+    ActivityKind.THROTTLED: (0.70, 0.90),
+    ActivityKind.STRAGGLER: (0.70, 0.90),
+    ActivityKind.FAULTED: (0.20, 0.60),
+    ActivityKind.NO_TENSOR: (0.50, 0.80),
 }
 
 
@@ -102,19 +117,22 @@ def make_pattern(kind: ActivityKind, key: int) -> JobPattern:
 
 
 def segment_activity(
-    pattern: JobPattern, gpu_key: int, segment: int, time_unix: float
+    pattern: JobPattern, gpu_key: int, segment: int, time_unix: float, lagging: bool = False
 ) -> tuple[float, float]:
     """(sm_activity, dram_activity) of a GPU running ``pattern`` during ``segment``.
 
     ``time_unix`` is the segment's start, used for the inference diurnal cycle. Job-level
     structure (evaluation dips, notebook bursts) comes from the job key, so the GPUs of a
-    multi-GPU job dip together; the noise comes from the GPU key.
+    multi-GPU job dip together; the noise comes from the GPU key. ``lagging`` marks the
+    straggler GPU of a STRAGGLER job (its peers wait for it).
     """
     kind = pattern.kind
-    if kind is ActivityKind.STUCK:
+    if kind is ActivityKind.STUCK or kind is ActivityKind.FAULTED:
         return 0.0, 0.0
     u = unit(gpu_key, segment)
     v = unit(gpu_key ^ 0x5BD1E995, segment)
+    if kind in _STEADY:
+        return _steady(kind, u, v, lagging)
     if kind is ActivityKind.TRAINING:
         return _training(pattern, segment, u, v)
     if kind is ActivityKind.INFERENCE:
@@ -122,6 +140,25 @@ def segment_activity(
     if kind is ActivityKind.NOTEBOOK:
         return _notebook(pattern, segment, u, v)
     return _dataloader_bound(pattern, segment, u)
+
+
+#: (sm low, sm span, dram low, dram span) of the pathologies whose activity is steady
+_STEADY_LEVELS = {
+    ActivityKind.HOST_CPU_BOUND: (0.12, 0.06, 0.05, 0.05),  # starved: a 2-core cpu.max
+    ActivityKind.COMM_BOUND: (0.25, 0.10, 0.15, 0.10),  # waiting on all-reduce
+    ActivityKind.MEMORY_BOUND: (0.30, 0.10, 0.80, 0.15),  # HBM saturated
+    ActivityKind.THROTTLED: (0.90, 0.08, 0.40, 0.20),  # busy, at a lowered clock
+    ActivityKind.STRAGGLER: (0.45, 0.10, 0.20, 0.10),  # peers waiting for the slow one
+    ActivityKind.NO_TENSOR: (0.85, 0.10, 0.40, 0.20),  # busy on FP32 pipes
+}
+_STEADY = frozenset(_STEADY_LEVELS)
+
+
+def _steady(kind: ActivityKind, u: float, v: float, lagging: bool) -> tuple[float, float]:
+    sm_low, sm_span, dram_low, dram_span = _STEADY_LEVELS[kind]
+    if lagging:  # the straggler works flat out, at a thermally lowered clock
+        sm_low, sm_span = 0.93, 0.05
+    return sm_low + sm_span * u, dram_low + dram_span * v
 
 
 def _training(p: JobPattern, segment: int, u: float, v: float) -> tuple[float, float]:

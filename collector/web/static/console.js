@@ -12,10 +12,11 @@ import * as fleet from "./page_fleet.js";
 import * as idle from "./page_idle.js";
 import * as notfound from "./page_notfound.js";
 import * as plans from "./page_plans.js";
+import * as savings from "./page_savings.js";
 import * as recommendations from "./page_recommendations.js";
 import * as workload from "./page_workload.js";
 
-const PAGES = { fleet, idle, recommendations, workload, energy, plans, notfound };
+const PAGES = { fleet, idle, recommendations, workload, energy, plans, savings, notfound };
 const REFRESH_MS = 15000;
 //: seconds before each retry after a failure, the last one repeated
 const RETRY_SECONDS = [2, 4, 8, 16, 30];

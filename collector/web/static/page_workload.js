@@ -23,6 +23,17 @@ function facts(report) {
     h("div", {}, h("dt", {}, t(k)), h("dd", { translate: raw }, v))));
 }
 
+// on shared GPUs: the part of them it holds, and how long it has used none of it
+function sharedKpis(gpus, key, now) {
+  const parts = gpus.filter((g) => g.holder_fractions && key in g.holder_fractions);
+  if (!parts.length) return [];
+  const held = parts.reduce((sum, g) => sum + g.holder_fractions[key], 0);
+  const since = parts.map((g) => g.holders_idle_since[key]);
+  const idle = since.every((s) => s !== undefined) ? now - Math.max(...since) : 0;
+  return [kpi(t("wl.share"), "gpu-share", f.pct(held / parts.length), "", t("wl.share_of", { n: parts.length })),
+    kpi(t("wl.idle_own"), "idle-own", f.duration(idle))];
+}
+
 async function charts(gpus, now, seconds) {
   const start = now - seconds;
   const answers = await Promise.all(gpus.map((g) =>
@@ -58,7 +69,8 @@ export async function render({ summary, params, redraw }) {
       kpi(t("wl.cost"), "cost", f.money(u.cost), report.currency),
       kpi(t("wl.idle_cost"), "idle-cost", f.money(u.idle_cost), report.currency),
       kpi(t("wl.episodes"), "episodes", f.int(report.idle_episodes), "", `${t("wl.longest")}: ${f.duration(report.longest_idle_seconds)}`),
-      kpi(t("wl.gpus_now"), "gpus-now", f.int(gpus.length))),
+      kpi(t("wl.gpus_now"), "gpus-now", f.int(gpus.length)),
+      ...sharedKpis(gpus, key, now)),
     h("h2", {}, t("wl.charts")),
     gpus.length ? h("div", { class: "charts" }, await charts(gpus, now, range.seconds)) : h("p", { class: "muted" }, t("wl.no_gpus")));
 }

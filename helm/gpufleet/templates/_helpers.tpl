@@ -75,7 +75,7 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- $cfg := deepCopy .Values.agent.config -}}
 {{- $shipper := merge (dict "url" (include "gpufleet.collectorUrl" .) "spool_dir" "/var/lib/gpufleet/spool") (default dict $cfg.shipper) -}}
 {{- $exporter := merge (dict "address" "0.0.0.0") (default dict $cfg.exporter) -}}
-{{- $attribution := merge (dict "kubelet_socket" "/var/lib/kubelet/pod-resources/kubelet.sock" "proc_root" "/proc") (default dict $cfg.attribution) -}}
+{{- $attribution := merge (dict "kubelet_socket" "/var/lib/kubelet/pod-resources/kubelet.sock" "proc_root" "/proc" "cgroup_root" "/host/sys/fs/cgroup") (default dict $cfg.attribution) -}}
 {{- $_ := set $cfg "shipper" $shipper -}}
 {{- $_ = set $cfg "exporter" $exporter -}}
 {{- $_ = set $cfg "attribution" $attribution -}}
@@ -86,7 +86,10 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- define "gpufleet.collectorConfig" -}}
 {{- $cfg := deepCopy .Values.collector.config -}}
 {{- $server := merge (dict "host" "0.0.0.0" "tokens_file" (printf "%s/collector-tokens" (include "gpufleet.secretDir" .))) (default dict $cfg.server) -}}
-{{- $ledger := merge (dict "url" "/var/lib/gpufleet/gpufleet.db") (default dict $cfg.ledger) -}}
+{{- $ledger := default dict $cfg.ledger -}}
+{{- if not (include "gpufleet.postgresSecret" .) -}}
+{{- $ledger = merge (dict "url" "/var/lib/gpufleet/gpufleet.db") $ledger -}}
+{{- end -}}
 {{- $_ := set $cfg "server" $server -}}
 {{- $_ = set $cfg "ledger" $ledger -}}
 {{- $influx := default dict $cfg.influx -}}
@@ -134,4 +137,18 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- end -}}
 {{- $_ := set $n "channels" $channels -}}
 {{- toYaml $n -}}
+{{- end -}}
+
+{{/* The Secret holding the PostgreSQL URL ("" = SQLite on a volume). */}}
+{{- define "gpufleet.postgresSecret" -}}
+{{- $pg := .Values.collector.postgresql -}}
+{{- if and $pg.existingSecret $pg.cnpgCluster -}}
+{{- fail "collector.postgresql: set existingSecret or cnpgCluster, not both" -}}
+{{- end -}}
+{{- if $pg.cnpgCluster -}}{{ printf "%s-app" $pg.cnpgCluster }}{{- else -}}{{ $pg.existingSecret }}{{- end -}}
+{{- end -}}
+
+{{/* The key of that Secret: CloudNativePG's is always uri. */}}
+{{- define "gpufleet.postgresKey" -}}
+{{- if .Values.collector.postgresql.cnpgCluster -}}uri{{- else -}}{{ .Values.collector.postgresql.key }}{{- end -}}
 {{- end -}}

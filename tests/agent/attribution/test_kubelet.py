@@ -17,6 +17,7 @@ from agent.attribution.kubelet import (
     gpu_devices,
 )
 from agent.attribution.podresources import api_pb2
+from agent.attribution.sharing import Sharing
 from tests.agent.attribution.test_attributor import (
     G0,
     G1,
@@ -32,6 +33,8 @@ from tests.agent.attribution.test_attributor import (
     serve_kubelet,
 )
 
+#: replicas (``::N`` device ids) are time-slicing's unless the MPS server runs (test_sharing.py)
+TIME_SLICED = Sharing("time_slicing")
 UUID = "GPU-8f2c1d90-3e5a-4b17-9c2e-5da9abb51763"
 
 
@@ -77,8 +80,8 @@ def test_only_gpu_resources_are_kept() -> None:
     response = api_pb2.ListPodResourcesResponse(pod_resources=NODE_PODS)
     assert gpu_devices(response) == [
         PodDevice("ml", "trainer-0", "trainer", "nvidia.com/gpu", G0),
-        PodDevice("serving", "infer-a", "server", "nvidia.com/gpu", f"{G1}::0"),
-        PodDevice("serving", "infer-b", "server", "nvidia.com/gpu", f"{G1}::1"),
+        PodDevice("serving", "infer-a", "server", "nvidia.com/gpu", f"{G1}::0", TIME_SLICED),
+        PodDevice("serving", "infer-b", "server", "nvidia.com/gpu", f"{G1}::1", TIME_SLICED),
         PodDevice("research", "mig-job", "main", "nvidia.com/mig-3g.40gb", M21),
     ]
 

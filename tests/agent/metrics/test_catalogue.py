@@ -23,7 +23,17 @@ from tests.agent.metrics.test_exporter import (
     scrape_text,
 )
 
-UNITS = {"watts", "joules", "ratio", "celsius", "bytes", "hertz", "seconds"}
+UNITS = {
+    "watts",
+    "joules",
+    "ratio",
+    "celsius",
+    "bytes",
+    "hertz",
+    "seconds",
+    "bytes_per_second",
+    "cores",
+}
 #: Prometheus target labels and dcgm-exporter's workload labels: ours must not clash
 RESERVED_LABELS = {"instance", "job", "pod", "namespace", "container", "exported_pod"}
 
@@ -31,7 +41,10 @@ RESERVED_LABELS = {"instance", "job", "pod", "namespace", "container", "exported
 def everything_text(dcgm: bool) -> str:
     """The fixture fleet plus a sample of an unknown GPU, so error counters appear too."""
     sampler = FakeSampler(INFOS, [*fleet_samples(), busy_h100("GPU-unknown")])
-    return scrape_text(AgentExporter("node-a", sampler.snapshot, fleet_stats(), dcgm))
+    exporter = AgentExporter(
+        "node-a", sampler.snapshot, fleet_stats(), dcgm, hosts=sampler.host_snapshot
+    )
+    return scrape_text(exporter)
 
 
 def emitted_families(text: str) -> dict[str, tuple[str, set[frozenset[str]]]]:
@@ -64,7 +77,7 @@ def test_every_catalogue_row_is_emitted_by_the_fixture_fleet() -> None:
 
 @pytest.mark.parametrize("spec", CATALOGUE, ids=lambda spec: spec.name)
 def test_names_follow_prometheus_conventions(spec: MetricSpec) -> None:
-    assert re.fullmatch(r"gpufleet_(gpu|agent)_[a-z][a-z0-9_]*[a-z0-9]", spec.name)
+    assert re.fullmatch(r"gpufleet_(gpu|agent|workload)_[a-z][a-z0-9_]*[a-z0-9]", spec.name)
     assert spec.name.endswith("_total") == (spec.type == "counter")
     assert spec.name.endswith("_info") == (spec.type == "info")
     base = spec.name.removesuffix("_total")
@@ -117,6 +130,16 @@ FIELD_FAMILIES = {
     "remapped_rows_pending": "gpufleet_gpu_remapped_rows_pending",
     "encoder_activity": "gpufleet_gpu_encoder_utilization_ratio",
     "decoder_activity": "gpufleet_gpu_decoder_utilization_ratio",
+    "pcie_rx_bytes_per_second": "gpufleet_gpu_pcie_throughput_bytes_per_second",
+    "nvlink_tx_bytes_per_second": "gpufleet_gpu_nvlink_throughput_bytes_per_second",
+    "fp32_activity": "gpufleet_gpu_pipe_activity_ratio",
+    "pcie_link_width": "gpufleet_gpu_pcie_link_width",
+    "pcie_link_generation_max": "gpufleet_gpu_pcie_link_generation_max",
+    "pcie_replays_total": "gpufleet_gpu_pcie_replays_total",
+    "fan_speed_ratio": "gpufleet_gpu_fan_speed_ratio",
+    "retired_pages_total": "gpufleet_gpu_retired_pages_total",
+    "retired_pages_pending": "gpufleet_gpu_retired_pages_pending",
+    "sm_clock_default_hertz": "gpufleet_gpu_sm_clock_default_hertz",
 }
 
 
@@ -127,6 +150,9 @@ def test_a_family_has_a_series_exactly_when_its_field_is_known(known: dict[str, 
     unknown = {field: None for field, is_known in known.items() if not is_known}
     unknown["ecc_uncorrected_total"] = None
     unknown["remapped_rows_uncorrectable"] = None
+    for partner in ("pcie_tx_bytes_per_second", "nvlink_rx_bytes_per_second"):
+        unknown[partner] = None  # the other direction of the same family
+    unknown["fp64_activity"] = unknown["fp16_activity"] = None
     sampler = FakeSampler([info], [busy_h100(info.uuid, **unknown)])
     text = scrape_text(AgentExporter("node-a", sampler.snapshot, AgentStats()))
     emitted = {

@@ -1,4 +1,5 @@
-"""--dcgm-compat: dcgm-exporter 4.8.x names, units and labels from our samples."""
+"""--dcgm-compat with dcgm_naming 4.8: dcgm-exporter 4.8.x names, units and labels from our
+samples (the 4.9 naming: test_dcgm_naming.py)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 import re
 
 import httpx
+import msgspec
 import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.openmetrics.parser import (
@@ -15,7 +17,7 @@ from prometheus_client.openmetrics.parser import (
 
 from agent.metrics.dcgm_fields import DCGM_LABELS, DCGM_METRICS, UNSUPPORTED
 from agent.metrics.exporter import AgentExporter, serve_metrics
-from agent.model import GpuSample
+from agent.model import GpuSample, ProcessSample
 from agent.stats import AgentStats
 from tests.agent.metrics.test_exporter import (
     GIB,
@@ -23,6 +25,8 @@ from tests.agent.metrics.test_exporter import (
     JOB,
     MIB,
     NOW,
+    POD_A,
+    POD_B,
     FakeSampler,
     busy_h100,
     fleet_exporter,
@@ -138,7 +142,9 @@ def test_xid_errors_is_the_last_xid_with_its_code(
 def test_slurm_job_becomes_hpc_job() -> None:
     info = INFOS[0]
     sampler = FakeSampler([info], [busy_h100(info.uuid, workloads=(JOB,))])
-    exporter = AgentExporter("node-a", sampler.snapshot, AgentStats(), dcgm_compat=True)
+    exporter = AgentExporter(
+        "node-a", sampler.snapshot, AgentStats(), dcgm_compat=True, dcgm_naming="4.8"
+    )
     series = parse(scrape_text(exporter))
     assert one(series, "DCGM_FI_DEV_GPU_TEMP", hpc_job="4242") == 61
     labels = next(dict(k) for (n, k) in series if n == "DCGM_FI_DEV_GPU_TEMP")
@@ -241,7 +247,9 @@ def test_dashboard_sm_clock_panel_shows_hertz(
 def test_served_over_http_in_both_exposition_formats() -> None:
     registry = CollectorRegistry(auto_describe=True)
     sampler = FakeSampler(INFOS, fleet_samples())
-    registry.register(AgentExporter("node-a", sampler.snapshot, AgentStats(), dcgm_compat=True))
+    registry.register(
+        AgentExporter("node-a", sampler.snapshot, AgentStats(), dcgm_compat=True, dcgm_naming="4.8")
+    )
     server, thread = serve_metrics(registry, "127.0.0.1", 0)
     try:
         url = f"http://127.0.0.1:{server.server_port}/metrics"
@@ -265,8 +273,33 @@ def test_one_unit_conversion_per_field() -> None:
     info = INFOS[0]
     sample: GpuSample = busy_h100(info.uuid, NOW, memory_used_bytes=5 * MIB + 1)
     sampler = FakeSampler([info], [sample])
-    exporter = AgentExporter("node-a", sampler.snapshot, AgentStats(), dcgm_compat=True)
+    exporter = AgentExporter(
+        "node-a", sampler.snapshot, AgentStats(), dcgm_compat=True, dcgm_naming="4.8"
+    )
     series = parse(scrape_text(exporter))
     assert one(series, "DCGM_FI_DEV_FB_USED") == 5
     assert one(series, "gpufleet_gpu_memory_used_bytes") == 5 * MIB + 1
     assert one(series, "DCGM_FI_DEV_FB_FREE") == (80 * GIB - 5 * MIB - 1 - 512 * MIB) // MIB
+
+
+def test_each_pod_on_a_shared_gpu_gets_its_own_values_not_copies() -> None:
+    """dcgm-exporter#432: on a time-sliced or MPS GPU every pod got the GPU's figures."""
+    info = INFOS[0]
+    a, b = (msgspec.structs.replace(w, gpu_sharing="time_slicing") for w in (POD_A, POD_B))
+    processes = (
+        ProcessSample(pid=10, sm_share=0.5, used_memory_bytes=20 * GIB, workload=a),
+        ProcessSample(pid=11, sm_share=0.2, used_memory_bytes=4 * GIB, workload=a),
+        ProcessSample(pid=12, sm_share=0.0, used_memory_bytes=6 * GIB, workload=b),
+    )
+    sample = busy_h100(info.uuid, workloads=(a, b), processes=processes)
+    exporter = AgentExporter("node-a", FakeSampler([info], [sample]).snapshot, AgentStats(),
+                             dcgm_compat=True)  # fmt: skip
+    series = parse(scrape_text(exporter))
+    assert one(series, "DCGM_FI_DEV_GPU_UTIL", pod="train-a") == pytest.approx(70.0)
+    assert one(series, "DCGM_FI_DEV_GPU_UTIL", pod="train-b") == 0.0
+    assert one(series, "DCGM_FI_DEV_FB_USED", pod="train-a") == 24 * GIB // MIB
+    assert one(series, "DCGM_FI_DEV_FB_USED", pod="train-b") == 6 * GIB // MIB
+    # the board's own figures once, on the primary pod's series: sums never double count
+    assert values(series, "DCGM_FI_DEV_POWER_USAGE") == [sample.power_watts]
+    assert one(series, "DCGM_FI_DEV_POWER_USAGE", pod="train-a") == sample.power_watts
+    assert values(series, "DCGM_FI_DEV_FB_FREE") == []

@@ -10,8 +10,16 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from agent import __version__
+from agent.metrics.dcgm_naming import DcgmNaming
 from agent.metrics.exporter import AgentExporter, XidTally
-from agent.model import GpuInfo, GpuSample, ProcessSample, Workload, WorkloadKind
+from agent.model import (
+    GpuInfo,
+    GpuSample,
+    ProcessSample,
+    Workload,
+    WorkloadHostSample,
+    WorkloadKind,
+)
 from agent.stats import AgentStats
 from tests.paths import FIXTURES
 
@@ -111,6 +119,22 @@ def busy_h100(uuid: str, timestamp: float = NOW, **kw: object) -> GpuSample:
         "processes": (ProcessSample(pid=4321, used_memory_bytes=40 * GIB, sm_share=0.75),),
         "encoder_activity": 0.125,
         "decoder_activity": 0.375,
+        "pcie_tx_bytes_per_second": 512.0 * MIB,
+        "pcie_rx_bytes_per_second": 6.0 * GIB,
+        "nvlink_tx_bytes_per_second": 100.0 * GIB,
+        "nvlink_rx_bytes_per_second": 96.0 * GIB,
+        "fp64_activity": 0.0625,
+        "fp32_activity": 0.125,
+        "fp16_activity": 0.1875,
+        "pcie_link_generation": 5,
+        "pcie_link_width": 8,
+        "pcie_link_generation_max": 5,
+        "pcie_link_width_max": 16,
+        "pcie_replays_total": 2,
+        "fan_speed_ratio": 0.4375,
+        "retired_pages_total": 4,
+        "retired_pages_pending": False,
+        "sm_clock_default_hertz": 1_755_000_000.0,
     }
     fields.update(kw)
     return GpuSample(timestamp=timestamp, gpu_uuid=uuid, **fields)  # type: ignore[arg-type]
@@ -169,6 +193,27 @@ def fleet_samples() -> list[GpuSample]:
     ]
 
 
+#: POD_A read twice, limited; JOB unlimited on cgroup v1 (no PSI); POD_B read once (no rate)
+FLEET_HOSTS: tuple[WorkloadHostSample, ...] = (
+    WorkloadHostSample(
+        timestamp=NOW,
+        workload_key=POD_A.key,
+        cpu_used_cores=3.75,
+        cpu_limit_cores=4.0,
+        cpu_throttled_ratio=0.25,
+        memory_pressure_ratio=0.0125,
+        memory_used_bytes=12 * GIB,
+        memory_limit_bytes=64 * GIB,
+    ),
+    WorkloadHostSample(
+        timestamp=NOW, workload_key=JOB.key, cpu_used_cores=10.5, memory_used_bytes=3 * GIB
+    ),
+    WorkloadHostSample(
+        timestamp=NOW, workload_key=POD_B.key, cpu_limit_cores=2.0, memory_used_bytes=GIB
+    ),
+)
+
+
 def fleet_stats() -> AgentStats:
     stats = AgentStats()
     stats.record_read(0.25, unhealthy_gpus=1)
@@ -189,12 +234,21 @@ def fleet_stats() -> AgentStats:
 class FakeSampler:
     """Holds the sampler's latest state; tests change it between scrapes."""
 
-    def __init__(self, infos: Sequence[GpuInfo], samples: Sequence[GpuSample]) -> None:
+    def __init__(
+        self,
+        infos: Sequence[GpuInfo],
+        samples: Sequence[GpuSample],
+        hosts: Sequence[WorkloadHostSample] = FLEET_HOSTS,
+    ) -> None:
         self.infos = list(infos)
         self.samples = list(samples)
+        self.hosts = list(hosts)
 
     def snapshot(self) -> tuple[list[GpuInfo], list[GpuSample]]:
         return self.infos, self.samples
+
+    def host_snapshot(self) -> list[WorkloadHostSample]:
+        return self.hosts
 
 
 def scrape_text(exporter: AgentExporter) -> str:
@@ -203,9 +257,16 @@ def scrape_text(exporter: AgentExporter) -> str:
     return generate_latest(registry).decode()
 
 
-def fleet_exporter(dcgm_compat: bool = False) -> AgentExporter:
+def fleet_exporter(dcgm_compat: bool = False, dcgm_naming: DcgmNaming = "4.8") -> AgentExporter:
     sampler = FakeSampler(INFOS, fleet_samples())
-    return AgentExporter("node-a", sampler.snapshot, fleet_stats(), dcgm_compat=dcgm_compat)
+    return AgentExporter(
+        "node-a",
+        sampler.snapshot,
+        fleet_stats(),
+        dcgm_compat=dcgm_compat,
+        dcgm_naming=dcgm_naming,
+        hosts=sampler.host_snapshot,
+    )
 
 
 Series = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -242,9 +303,16 @@ def check_golden(name: str, text: str) -> None:
     assert text == path.read_text(), f"{name} differs; rerun with GPUFLEET_UPDATE_GOLDEN=1"
 
 
-@pytest.mark.parametrize(("dcgm", "golden"), [(False, "agent.txt"), (True, "agent_dcgm.txt")])
-def test_metrics_text_matches_golden_file(dcgm: bool, golden: str) -> None:
-    check_golden(golden, scrape_text(fleet_exporter(dcgm_compat=dcgm)))
+@pytest.mark.parametrize(
+    ("dcgm", "naming", "golden"),
+    [
+        (False, "4.9", "agent.txt"),
+        (True, "4.8", "agent_dcgm.txt"),
+        (True, "4.9", "agent_dcgm_4_9.txt"),
+    ],
+)
+def test_metrics_text_matches_golden_file(dcgm: bool, naming: DcgmNaming, golden: str) -> None:
+    check_golden(golden, scrape_text(fleet_exporter(dcgm_compat=dcgm, dcgm_naming=naming)))
 
 
 def test_without_dcgm_compat_no_dcgm_names() -> None:
@@ -345,8 +413,8 @@ def test_primary_workload_does_not_depend_on_attribution_order() -> None:
     samples[3] = busy_h100("GPU-3333", xid_errors=(13,), workloads=(POD_B, POD_A, JOB))
     assert samples[3].workloads != fleet_samples()[3].workloads
     sampler = FakeSampler(INFOS, samples)
-    reordered = scrape_text(AgentExporter("node-a", sampler.snapshot, fleet_stats()))
-    assert reordered == scrape_text(fleet_exporter())
+    exporter = AgentExporter("node-a", sampler.snapshot, fleet_stats(), hosts=sampler.host_snapshot)
+    assert scrape_text(exporter) == scrape_text(fleet_exporter())
 
 
 def test_agent_self_metrics_come_from_stats() -> None:
@@ -417,7 +485,9 @@ def test_bad_field_skips_that_series_and_counts_it() -> None:
     samples = fleet_samples()
     samples[0] = busy_h100("GPU-0000", power_watts="garbage", temperature_celsius=float("nan"))
     sampler = FakeSampler(INFOS, samples)
-    exporter = AgentExporter("node-a", sampler.snapshot, AgentStats(), dcgm_compat=True)
+    exporter = AgentExporter(
+        "node-a", sampler.snapshot, AgentStats(), dcgm_compat=True, dcgm_naming="4.8"
+    )
     series = parse(scrape_text(exporter))
     assert values(series, "gpufleet_gpu_power_watts", uuid="GPU-0000") == []
     assert values(series, "gpufleet_gpu_temperature_celsius", uuid="GPU-0000") == []
@@ -467,3 +537,31 @@ def test_registering_does_not_read_the_sampler() -> None:
     assert calls == []
     generate_latest(registry)
     assert calls == [1]
+
+
+def test_host_series_per_workload_with_its_labels_and_none_emits_nothing() -> None:
+    series = parse(scrape_text(fleet_exporter()))
+    pod_a = {"workload_key": "pod:ml/train-a", "workload_kind": "kubernetes_pod"}
+    assert one(series, "gpufleet_workload_host_cpu_cores", **pod_a, k8s_pod_name="train-a") == 3.75
+    assert one(series, "gpufleet_workload_host_cpu_limit_cores", **pod_a) == 4.0
+    assert one(series, "gpufleet_workload_host_cpu_throttled_ratio", **pod_a) == 0.25
+    assert one(series, "gpufleet_workload_host_memory_pressure_ratio", **pod_a) == 0.0125
+    assert one(series, "gpufleet_workload_host_memory_limit_bytes", **pod_a) == 64 * GIB
+    job = {"workload_key": "slurm:4242", "slurm_job_id": "4242", "workload_kind": "slurm_job"}
+    assert one(series, "gpufleet_workload_host_cpu_cores", **job) == 10.5
+    for absent in ("cpu_limit_cores", "cpu_throttled_ratio", "memory_pressure_ratio"):
+        assert values(series, f"gpufleet_workload_host_{absent}", **job) == []
+    # POD_B's first reading: no CPU rate yet, never a 0
+    assert values(series, "gpufleet_workload_host_cpu_cores", workload_key="pod:ml/train-b") == []
+    assert one(series, "gpufleet_workload_host_memory_used_bytes", k8s_pod_name="train-b") == GIB
+
+
+def test_host_sample_of_a_workload_no_gpu_names_is_skipped_and_counted() -> None:
+    stray = WorkloadHostSample(timestamp=NOW, workload_key="pod:ml/gone", cpu_used_cores=1.0)
+    sampler = FakeSampler(INFOS, fleet_samples(), [*FLEET_HOSTS, stray])
+    exporter = AgentExporter("node-a", sampler.snapshot, AgentStats(), hosts=sampler.host_snapshot)
+    series = parse(scrape_text(exporter))
+    assert values(series, "gpufleet_workload_host_cpu_cores", workload_key="pod:ml/gone") == []
+    assert len(values(series, "gpufleet_workload_host_cpu_cores")) == 2
+    errors = "gpufleet_agent_export_errors_total"
+    assert one(series, errors, metric="gpufleet_workload_host") == 1

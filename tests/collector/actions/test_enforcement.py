@@ -87,6 +87,7 @@ def test_stuck_jobs_are_warned_then_released_and_nothing_else_is(tmp_path: Path)
             slurm=SlurmSettings(
                 enabled=True,
                 scancel_path=str(tmp_path / "bin" / "scancel"),
+                scontrol_path=str(tmp_path / "bin" / "scontrol"),
                 reason_option="--reason",
             ),
         ),

@@ -211,9 +211,14 @@ def test_the_openapi_document_is_valid_and_lists_every_route(client: AsgiClient)
         for method in (route.methods or ()) - {"HEAD"}
     }
     documented = {(path, method) for path, ops in document["paths"].items() for method in ops}
-    # the console's read routes (collector/web/fleet_api.py, trend_api.py) are mounted beside
-    console = {("/v1/fleet/summary", "get"), ("/v1/gpus/usage", "get"), ("/v1/fleet/trend", "get")}
-    assert documented - routes == console
+    # the console's read routes (collector/web/fleet_api.py, trend_api.py) and the savings
+    # route (collector/http/savings.py) are mounted beside this app
+    assert documented - routes == {
+        ("/v1/fleet/summary", "get"),
+        ("/v1/gpus/usage", "get"),
+        ("/v1/fleet/trend", "get"),
+        ("/v1/savings", "get"),
+    }
     assert routes <= documented
     batch = document["components"]["schemas"]["Batch"]
     assert {"node", "agent_boot_id", "seq", "samples"} <= set(batch["required"])

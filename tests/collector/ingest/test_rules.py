@@ -271,3 +271,35 @@ def test_the_longest_identity_the_table_lets_through_fits_the_batch_log_framing(
     reopened = BatchLog(tmp_path, sync=False)
     assert [found.entry for found in reopened.found] == [entry]
     reopened.close()
+
+
+def is_text(where: str, name: str) -> bool:
+    struct = TABLES[where][0]
+    (kind,) = [f.type for f in msgspec.structs.fields(struct) if f.name == name]
+    return kind is str or str in get_args(kind) or "dict[str, str]" in str(kind)
+
+
+TEXT_FIELDS = [
+    pytest.param(where, name, id=f"{where}.{name}")
+    for where, (_, rules) in TABLES.items()
+    for name in rules
+    if is_text(where, name)
+]
+
+
+@pytest.mark.parametrize(("where", "name"), TEXT_FIELDS)
+def test_a_nul_character_in_any_string_is_refused_by_name(where: str, name: str) -> None:
+    """PostgreSQL's text cannot hold a NUL: one accepted would fail every commit after it,
+    for the whole fleet. Refused by name whether the batch arrives decoded or as JSON."""
+    text = "a\x00b"
+    value: object = {"k": text} if name.endswith("labels") else text
+    batch = batch_with(where, name, value)
+    field = f"{where}.{name}"
+    for each in (batch, decoded(batch)):
+        assert not isinstance(each, CheckedBatch)
+        problems = [p for p in validate_batch(each, NOW, TOLERANCE) if p.field == field]
+        (problem,) = problems
+        assert problem.reason == RejectReason.INVALID_VALUE
+        assert problem.message.startswith(f"{field} = {text!r}")
+        assert problem.message.endswith("must not contain a NUL character (\\u0000): "
+                                        "the ledger cannot store one")  # fmt: skip

@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import random
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -32,8 +33,9 @@ def ack(ledger: Ledger, seq: int, boot: str = "b1", at: float = T0) -> bool:
 
 
 @pytest.fixture
-def ledger(tmp_path: Path) -> Ledger:
-    return Ledger.open(str(tmp_path / "ledger.db"))
+def ledger(ledger_url: str) -> Iterator[Ledger]:
+    with Ledger.open(ledger_url) as opened:
+        yield opened
 
 
 def test_in_order_acks_are_one_row_per_boot(ledger: Ledger) -> None:
@@ -70,15 +72,20 @@ def test_a_late_seq_that_fills_a_gap_merges_the_ranges_keeping_the_newest_time(
 
 
 def test_a_range_goes_when_its_newest_ack_is_past_retention(ledger: Ledger) -> None:
-    ack(ledger, 1, boot="old", at=T0)
-    ack(ledger, 1, boot="live", at=T0)
-    ack(ledger, 2, boot="live", at=T0 + 10 * DAY)
+    """(The batches were applied: one still pending stays in PostgreSQL's intake table,
+    where it is a duplicate whatever the ack book says.)"""
+    ids = [
+        ledger.record_batch("n1", boot, seq, at, b"{}", 1)
+        for boot, seq, at in (("old", 1, T0), ("live", 1, T0), ("live", 2, T0 + 10 * DAY))
+    ]
+    ledger.commit(LedgerWrite(batches_done=[i for i in ids if i is not None]))
     ledger.prune(now=T0 + ACK_RETENTION_SECONDS + DAY, retention_days=400)
     assert [(r[1], r[2], r[3]) for r in ranges(ledger)] == [("live", 1, 2)]
     assert ack(ledger, 1, boot="old")  # forgotten: an agent drops spooled batches sooner
 
 
 def test_migration_turns_per_batch_acks_into_ranges(tmp_path: Path) -> None:
+    """SQLite only: a ledger from before V3 exists only as a SQLite file."""
     path = tmp_path / "v2.db"
     conn = sqlite3.connect(path, isolation_level=None)
     migrate(conn, MIGRATIONS[:2])  # the schema before ranges: one ack row per batch
@@ -100,10 +107,11 @@ def test_migration_turns_per_batch_acks_into_ranges(tmp_path: Path) -> None:
         assert "acks" not in tables
 
 
-def test_acks_not_yet_committed_are_read_back_from_the_batch_log(tmp_path: Path) -> None:
-    """An ack is durable when ``record_batch`` returns (the batch log), before any commit
-    writes it to ``ack_ranges``: after a crash the batch is still a duplicate."""
-    path = str(tmp_path / "ledger.db")
+def test_acks_not_yet_committed_are_read_back_from_the_intake(ledger_url: str) -> None:
+    """An ack is durable when ``record_batch`` returns (the batch log, or PostgreSQL's
+    intake table), before any commit writes it to ``ack_ranges``: after a crash the batch
+    is still a duplicate."""
+    path = ledger_url
     ledger = Ledger.open(path)
     assert ack(ledger, 1) and ack(ledger, 2)
     assert ledger.read(lambda c: c.execute("SELECT * FROM ack_ranges").fetchall()) == []

@@ -4,6 +4,7 @@ any range answers the sums of its hours, partial days at both ends included."""
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,15 +28,16 @@ def hourly_sum(key: str, start: float, end: float) -> float:
 
 
 @pytest.fixture
-def ledger(tmp_path: Path) -> Ledger:
-    opened = Ledger.open(str(tmp_path / "ledger.db"))
+def ledger(ledger_url: str) -> Iterator[Ledger]:
+    opened = Ledger.open(ledger_url)
     registered(opened)
     for part in (DELTAS[:50], DELTAS[50:]):  # two commits: the day rows add up across them
         usage = {
             (DAY0 + h * HOUR_SECONDS, k): Usage(energy_joules=j, cost=j / 10) for h, k, j in part
         }
         opened.commit(LedgerWrite(workload_usage=usage))
-    return opened
+    yield opened
+    opened.close()
 
 
 def joules(ledger: Ledger, start: float, end: float) -> dict[str, float]:
@@ -72,7 +74,7 @@ _ledger = _Shared()
 
 
 def test_a_range_with_partial_days_at_both_ends_reads_whole_days_from_the_daily_rows(
-    ledger: Ledger, tmp_path: Path
+    ledger: Ledger,
 ) -> None:
     """05:00 on day 0 to 19:00 on day 3: hours at both ends, days 1 and 2 whole. With the
     hourly rows of days 1 and 2 deleted behind the ledger's back, the answer is the same:
@@ -80,13 +82,11 @@ def test_a_range_with_partial_days_at_both_ends_reads_whole_days_from_the_daily_
     start, end = DAY0 + 5 * HOUR_SECONDS, DAY0 + 3 * DAY_SECONDS + 19 * HOUR_SECONDS
     before = joules(ledger, start, end)
     assert before == pytest.approx({k: hourly_sum(k, start, end) for k in (POD.key, JOB.key)})
-    conn = sqlite3.connect(tmp_path / "ledger.db")
-    deleted = conn.execute(
-        "DELETE FROM workload_usage_hourly WHERE hour_start >= ? AND hour_start < ?",
-        (DAY0 + DAY_SECONDS, DAY0 + 3 * DAY_SECONDS),
-    ).rowcount
-    conn.commit()
-    conn.close()
+    with ledger.write_transaction() as conn:
+        deleted = conn.execute(
+            "DELETE FROM workload_usage_hourly WHERE hour_start >= ? AND hour_start < ?",
+            (DAY0 + DAY_SECONDS, DAY0 + 3 * DAY_SECONDS),
+        ).rowcount
     assert deleted == 48
     assert joules(ledger, start, end) == pytest.approx(before)
     costs = {ref.key: u.cost for ref, u in ledger.usage_by_workload(start, end)}
@@ -94,6 +94,7 @@ def test_a_range_with_partial_days_at_both_ends_reads_whole_days_from_the_daily_
 
 
 def test_migrating_a_v4_ledger_fills_the_daily_rows_from_its_hours(tmp_path: Path) -> None:
+    """SQLite only: a V4 ledger exists only as a SQLite file."""
     path = tmp_path / "old.db"
     conn = sqlite3.connect(path, isolation_level=None)
     migrate(conn, MIGRATIONS[:4])

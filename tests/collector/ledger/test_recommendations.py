@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
@@ -32,8 +32,9 @@ def rec(rid: str, money: float, status: RecommendationStatus = OPEN) -> Recommen
 
 
 @pytest.fixture
-def ledger(tmp_path: Path) -> Ledger:
-    return Ledger.open(str(tmp_path / "ledger.db"))
+def ledger(ledger_url: str) -> Iterator[Ledger]:
+    with Ledger.open(ledger_url) as opened:
+        yield opened
 
 
 def test_round_trip_is_exact_and_sorted_by_saving(ledger: Ledger) -> None:

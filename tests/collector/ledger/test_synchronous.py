@@ -21,14 +21,14 @@ NORMAL, FULL = 1, 2
 
 def pragma_synchronous(ledger: Ledger) -> list[int]:
     """What SQLite says on the writer's and the reader's connection."""
-    conns = (ledger._writer, ledger._reader)  # the pragma is per connection
+    conns = (ledger.engine._writer, ledger.engine._reader)  # the pragma is per connection
     return [int(conn.execute("PRAGMA synchronous").fetchone()[0]) for conn in conns]
 
 
 def collector_pragma(settings: CollectorSettings) -> list[int]:
     collector = build_collector(settings, lambda: 1.7e9, tokens=frozenset({"t"}))
     try:
-        assert collector.ledger._writer is not collector.ledger._reader
+        assert collector.ledger.engine._writer is not collector.ledger.engine._reader
         return pragma_synchronous(collector.ledger)
     finally:
         collector.stop()
@@ -73,7 +73,10 @@ def test_a_bad_value_in_the_environment_is_refused_naming_key_and_value(
 ) -> None:
     with pytest.raises(ConfigError) as caught:
         load(tmp_path, "", {"GPUFLEET_LEDGER__SYNCHRONOUS": value})
-    assert str(caught.value) == f"ledger.synchronous: must be FULL or NORMAL, got {value!r}"
+    assert str(caught.value) == (
+        "environment variable GPUFLEET_LEDGER__SYNCHRONOUS: "
+        f"ledger.synchronous: must be FULL or NORMAL, got {value!r}"
+    )
 
 
 @pytest.mark.parametrize("value", ['"OFF"', "fast"])
@@ -83,13 +86,15 @@ def test_a_bad_value_in_the_yaml_file_is_refused_naming_key_and_value(
     with pytest.raises(ConfigError) as caught:
         load(tmp_path, f"  synchronous: {value}\n")
     assert str(caught.value) == (
+        f"config file {tmp_path / 'collector.yaml'}: "
         f"ledger.synchronous: must be FULL or NORMAL, got {value.strip(chr(34))!r}"
     )
 
 
 def test_bare_off_in_yaml_is_a_boolean_and_refused_naming_the_key(tmp_path: Path) -> None:
     """YAML 1.1 reads a bare OFF as false: refused, never taken as a mode."""
-    with pytest.raises(ConfigError, match=r"^ledger\.synchronous: expected a string") as caught:
+    expected = r"^config file \S+: ledger\.synchronous: expected a string"
+    with pytest.raises(ConfigError, match=expected) as caught:
         load(tmp_path, "  synchronous: OFF\n")
     assert "boolean False" in str(caught.value)
     assert "quote the value" in str(caught.value)

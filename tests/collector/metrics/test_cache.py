@@ -78,7 +78,7 @@ def test_a_scrape_between_two_commits_serves_the_cached_part_without_the_ledger(
     assert sum(values(first, ENERGY).values()) == WATTS * 50 == energy(core)
     ingest(core, batch(2, range(60, 120, 10)))  # stored, not applied: nothing committed
     ledger = core.ledger
-    seen = statements([ledger._reader, ledger._writer])
+    seen = statements([ledger.engine._reader, ledger.engine._writer])
     second = client.get("/metrics").text
     assert seen == []
     assert exposition.cached_part() is cached
@@ -114,7 +114,7 @@ def test_an_apply_refresh_keeps_the_workload_part_and_age_renews_the_fleet_part(
     ingest(core, batch(1, range(0, 60, 10)))
     core.applier.tick(flush=True)
     exposition.cached_part()
-    seen = statements([core.ledger._reader])
+    seen = statements([core.ledger.engine._reader])
     exposition.changed(Refresh.APPLY)
     exposition.cached_part()
     reads = len(seen)

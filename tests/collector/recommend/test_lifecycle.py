@@ -6,6 +6,7 @@ import pytest
 
 from collector.analysis.carbon import CarbonContext
 from collector.analysis.cost import PriceBook
+from collector.analysis.work_window import WorkloadWindow
 from collector.config import AnalysisSettings
 from collector.recommend.lifecycle import RecommendPolicy, evaluate
 from collector.records import (
@@ -20,6 +21,7 @@ from collector.records import (
     WorkloadRef,
 )
 from tests.collector.recommend.pricing_curves import pool
+from tests.collector.recommend.work_windows import throttled
 
 NOW = 1_800_000_000.0
 WINDOW = 1800.0
@@ -42,8 +44,10 @@ def gpu(uuid: str, state: GpuState, idle_for: float | None = None, node: str = "
 
 def run(gpus: list[GpuView] = [], profiles: list[WorkloadProfile] = [],  # noqa: B006
         models: list[ModelUsage] = [], prices: PriceBook = PRICES,  # noqa: B006
-        hours: list[ModelHour] = []) -> list[Recommendation]:  # noqa: B006  # fmt: skip
-    return evaluate(gpus, profiles, models, prices, CARBON, SETTINGS, NOW, POLICY, hours=hours)
+        hours: list[ModelHour] = [],  # noqa: B006
+        windows: list[WorkloadWindow] = []) -> list[Recommendation]:  # noqa: B006  # fmt: skip
+    return evaluate(gpus, profiles, models, prices, CARBON, SETTINGS, NOW, POLICY, hours=hours,
+                    windows=windows)  # fmt: skip
 
 
 def stuck(idle_for: float) -> list[GpuView]:
@@ -163,5 +167,6 @@ def test_every_declared_kind_is_one_a_rule_produces() -> None:
     ]
     gpus = [*stuck(WINDOW), gpu("A", GpuState.UNALLOCATED, WINDOW, node="n2"), *spread]
     models, hours = pool([8.0], gpu_count=8)  # 8 of 8 allocated all month: reserve them
-    recs = run(gpus, [profile("H100", 3 * GB, 4 * GB, 0.05)], models, hours=hours)
+    recs = run(gpus, [profile("H100", 3 * GB, 4 * GB, 0.05)], models, hours=hours,
+               windows=[throttled()])  # fmt: skip
     assert {rec.kind for rec in recs} == set(RecommendationKind)

@@ -20,7 +20,7 @@ pytestmark = [
     pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian package chromium is not installed"),
 ]
 
-PAGES = ["/ui/", "/ui/idle", "/ui/recommendations", "/ui/energy", "/ui/plans"]
+PAGES = ["/ui/", "/ui/idle", "/ui/recommendations", "/ui/energy", "/ui/plans", "/ui/savings"]
 DEMO_OPTIONS = ["--nodes", "3", "--spare"]
 WASTING = ("allocated_idle", "unallocated")
 
@@ -244,6 +244,20 @@ def test_plans_page_equals_the_api(tab: Tab, demo: RunningDemo) -> None:
         assert shown(cell, row["costs"]["all_on_demand"], 2)
     gap = page.locator("[data-figure='utilisation-gap']").inner_text()
     assert "70.0%" in gap
+
+
+def test_savings_page_equals_the_api(tab: Tab, demo: RunningDemo) -> None:
+    page = tab.open("/ui/savings")
+    now = api(demo, "/v1/fleet")["now"]
+    report = api(demo, "/v1/savings", start=now - 7 * 86400, end=now)
+    # the demo releases nothing (no policy): the page says so, with the API's figures
+    # the sentence in the page's language with the API's figures (the API's own is English)
+    hours, money = report["released_gpu_hours"], report["money"]
+    summary = f"gpufleet released {hours:.2f} idle GPU-hours: {money:,.2f} {report['currency']}"
+    assert summary in page.locator("[data-figure='savings-summary']").inner_text()
+    assert shown(tab.figure("freed-gpu-hours"), report["released_gpu_hours"], 2)
+    assert shown(tab.figure("money"), report["money"], 2)
+    assert page.locator("[data-table='savings']").count() == (1 if report["releases"] else 0)
 
 
 def test_evidence_reads_as_words_in_both_languages(browser: Any, demo: RunningDemo) -> None:

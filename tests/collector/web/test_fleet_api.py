@@ -71,7 +71,7 @@ def test_usage_to_now_reads_the_ledger_once_per_hour_and_commit(tmp_path: Path) 
     built = build_collector(settings, clock=lambda: now[0], tokens=frozenset([TOKEN]))
     client = AsgiClient(built.app)
     seen: list[str] = []
-    built.ledger._reader.set_trace_callback(seen.append)
+    built.ledger.engine._reader.set_trace_callback(seen.append)
     reads = lambda: [s for s in seen if "gpu_usage_hourly" in s]  # noqa: E731
     first = client.get("/v1/gpus/usage?limit=1", headers=AUTH).json()
     now[0] += 30  # within the same hour (NOW is a whole hour)

@@ -18,7 +18,8 @@ from tests.paths import REPO
 TOKEN = "console-token-0123456789abcdef"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 JSON = {**AUTH, "Content-Type": "application/json"}
-PAGES = ["/ui/", "/ui/idle", "/ui/recommendations", "/ui/workload?key=x", "/ui/energy", "/ui/plans"]
+PAGES = ["/ui/", "/ui/idle", "/ui/recommendations", "/ui/workload?key=x", "/ui/energy", "/ui/plans",
+         "/ui/savings"]  # fmt: skip
 
 
 @pytest.fixture

@@ -141,6 +141,13 @@ def test_gpm_asks_only_for_the_metrics_it_reports() -> None:
         pynvml.NVML_GPM_METRIC_SM_OCCUPANCY,
         pynvml.NVML_GPM_METRIC_ANY_TENSOR_UTIL,
         pynvml.NVML_GPM_METRIC_DRAM_BW_UTIL,
+        pynvml.NVML_GPM_METRIC_FP64_UTIL,
+        pynvml.NVML_GPM_METRIC_FP32_UTIL,
+        pynvml.NVML_GPM_METRIC_FP16_UTIL,
+        pynvml.NVML_GPM_METRIC_PCIE_TX_PER_SEC,
+        pynvml.NVML_GPM_METRIC_PCIE_RX_PER_SEC,
+        pynvml.NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC,
+        pynvml.NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC,
     }
     assert fake.gpm_metric_requests
     assert all(set(request) == wanted for request in fake.gpm_metric_requests)
