@@ -122,6 +122,9 @@ class CollectorService:
     def dismiss(self, rec_id: str, now: float) -> Recommendation | None:
         return self.ledger.dismiss_recommendation(rec_id, now)
 
+    def restore(self, rec_id: str, now: float) -> Recommendation | None:
+        return self.ledger.restore_recommendation(rec_id, now)
+
     def read_version(self) -> ReadVersion:
         return ReadVersion(self.live.version, self.ledger.writes)
 

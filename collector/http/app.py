@@ -2,6 +2,7 @@
 
 Routes: ``POST /v1/batches``, ``GET /v1/fleet``, ``GET /v1/workloads``,
 ``GET /v1/recommendations``, ``POST /v1/recommendations/{rec_id}/dismiss``,
+``POST /v1/recommendations/{rec_id}/restore`` (undo a dismissal),
 ``GET /healthz``, ``GET /livez``, ``GET /readyz``, ``GET /metrics``, ``GET /openapi.json``,
 ``GET /docs``. ``/livez`` answers on the event loop without touching the core (a wedged
 loop is the one thing it reports); ``/readyz`` answers whether the write path works,
@@ -99,12 +100,15 @@ def create_app(
         exposition.register(collector)
     exposition.register(api.admission)
     guard = gate.guard
-    reads = ReadRoutes(backend, clock, views or ViewCache(clock))
+    cache = views or ViewCache(clock)
+    reads = ReadRoutes(backend, clock, cache)
+    api.after_action = lambda: cache.forget("recommendations")  # shown at the next read
     metrics = _metrics_endpoint(exposition)
     if settings.server.metrics_require_token:
         metrics = guard(Scope.METRICS, metrics)
     batches = guard(Scope.AGENT, api.post_batch, api.unauthorized)
     dismiss = guard(Scope.ADMIN, api.dismiss)
+    restore = guard(Scope.ADMIN, api.restore)
     openapi, docs = _document_endpoints()
     routes: list[BaseRoute] = [
         Route("/v1/batches", batches, methods=["POST"]),
@@ -113,6 +117,7 @@ def create_app(
         Route("/v1/recommendations", guard(Scope.READ, reads.recommendations), methods=["GET"]),
         # :path, because an id may hold a slash ("release_idle:pod:ml/notebook-7")
         Route("/v1/recommendations/{rec_id:path}/dismiss", dismiss, methods=["POST"]),
+        Route("/v1/recommendations/{rec_id:path}/restore", restore, methods=["POST"]),
         Route("/healthz", api.healthz, methods=["GET"]),
         Route("/livez", _livez, methods=["GET"]),
         Route("/readyz", api.readyz, methods=["GET"]),
@@ -143,6 +148,8 @@ class _Api:
         self.gate = gate
         self.clock = clock
         self.admission = Admission(settings.server)
+        #: called after a dismissal or its undo (create_app: forget the cached lists)
+        self.after_action: Callable[[], None] = lambda: None
         #: whether the last batch the core was to store failed (its ERROR is logged once)
         self.store_failing = False
         #: reason -> when a refusal for it was last logged (monotonic seconds)
@@ -223,6 +230,15 @@ class _Api:
     async def dismiss(self, request: Request) -> Response:
         rec_id = request.path_params["rec_id"]
         rec = await run_in_threadpool(self.backend.dismiss, rec_id, self.clock())
+        self.after_action()
+        if rec is None:
+            return error_response(404, f"no recommendation with id {rec_id!r}", "rec_id")
+        return json_response(rec)
+
+    async def restore(self, request: Request) -> Response:
+        rec_id = request.path_params["rec_id"]
+        rec = await run_in_threadpool(self.backend.restore, rec_id, self.clock())
+        self.after_action()
         if rec is None:
             return error_response(404, f"no recommendation with id {rec_id!r}", "rec_id")
         return json_response(rec)
