@@ -23,6 +23,8 @@ from collector.accounting.rates import Rates
 from collector.analysis.carbon import HourlyFeed, IntensityTable
 from collector.analysis.cost import PriceBook
 from collector.cluster.keeper import LeaseKeeper, connector
+from collector.cluster.leader import LEADER
+from collector.cluster.outbox_claims import Holder
 from collector.cluster.settings import replica_name
 from collector.config import CollectorSettings
 from collector.http.app import create_app
@@ -30,6 +32,7 @@ from collector.http.auth import Gate, Token, load_tokens
 from collector.http.savings import savings_routes
 from collector.http.views import ViewCache
 from collector.influx.hooks import InfluxObserver, InfluxSinkMetrics, build_influx_sink
+from collector.ledger import pg_guard
 from collector.ledger.store import Ledger
 from collector.metrics.cache import Exposition, Refresh
 from collector.metrics.exporter import RatesExporter
@@ -107,6 +110,8 @@ class Collector:
     reports: ReportMailer | None = None
     #: a replica's shard and leader leases (a PostgreSQL ledger; None: one collector)
     keeper: LeaseKeeper | None = None
+    #: on PostgreSQL, the lock that keeps one collector, or replicas, on the ledger
+    guard: pg_guard.LedgerGuard | None = None
 
     def leads(self) -> bool:
         """Whether fleet-wide work runs here: always for one collector; on the leader
@@ -171,6 +176,8 @@ class Collector:
         if self.influx is not None:  # drains what it can before the ledger closes
             self.influx.close()
         self.ledger.close()
+        if self.guard is not None:
+            self.guard.close()
 
 
 def build_collector(
@@ -195,6 +202,7 @@ def build_collector(
     )
     rates = Rates(prices, table, settings.carbon, feed)
     ledger, influx = _open_ledger(settings, rates.currency)
+    guard = _take_guard(settings, ledger)
     keeper = _start_keeper(settings, ledger)
     core = (
         CollectorCore.build(settings, ledger, rates, clock)
@@ -209,7 +217,10 @@ def build_collector(
     if series_charts:
         core.observers.attach(series)
     console = ConsoleSources(core.service, ledger, prices, rates.currency, series)
-    alerting = build_alerting(settings, ledger, clock, gate, fleet=core.service.fleet)
+    alerting = build_alerting(
+        settings, ledger, clock, gate, fleet=core.service.fleet,
+        leader=_leader_holder(keeper) if keeper is not None else None,
+    )  # fmt: skip
     views = ViewCache(clock, refresh_seconds=VIEW_REFRESH_SECONDS)  # the API's and console's
     exposition = Exposition(clock, settings.ingest.apply_interval_seconds)
     # the fleet views the app's FleetExporter reads too (create_app): one call per render
@@ -245,8 +256,21 @@ def build_collector(
         announce = alerting.notifier.announce if alerting and alerting.notifier else None
         reports = ReportMailer(settings, ledger, rates.currency, announce, clock)
     return Collector(
-        settings, ledger, core, app, scheduler, influx, alerting, clock, exposition, reports, keeper
-    )
+        settings, ledger, core, app, scheduler, influx, alerting, clock, exposition, reports,
+        keeper, guard,
+    )  # fmt: skip
+
+
+def _take_guard(settings: CollectorSettings, ledger: Ledger) -> pg_guard.LedgerGuard | None:
+    """On PostgreSQL, the ledger's lock (pg_guard.py): one collector, or replicas; a
+    second way of applying it refuses to start (the ledger closed)."""
+    if ledger.dialect != "postgresql":
+        return None
+    try:
+        return pg_guard.take(settings.ledger.url, replica=settings.cluster.enabled)
+    except BaseException:
+        ledger.close()
+        raise
 
 
 def _start_keeper(settings: CollectorSettings, ledger: Ledger) -> LeaseKeeper | None:
@@ -261,6 +285,20 @@ def _start_keeper(settings: CollectorSettings, ledger: Ledger) -> LeaseKeeper | 
     while keeper.state.renewed_at is None and time.monotonic() < deadline:
         time.sleep(0.02)
     return keeper
+
+
+def _leader_holder(keeper: LeaseKeeper) -> Callable[[], Holder | None]:
+    """Who sends notifications now: this replica under its leader epoch while its lease
+    is fresh, else nobody here."""
+
+    def holder() -> Holder | None:
+        state = keeper.state
+        if state.leader_epoch is None or not state.fresh(time.monotonic()):
+            return None
+        name = state.replica_id
+        return Holder(f"{name}/notify", LEADER, name, state.leader_epoch)
+
+    return holder
 
 
 def _open_ledger(settings: CollectorSettings, currency: str) -> tuple[Ledger, InfluxSink | None]:
