@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import uvicorn
+from prometheus_client.registry import Collector as PromCollector
 from starlette.applications import Starlette
 
 from agent.config import AgentSettings
@@ -36,8 +37,10 @@ from collector.ledger import pg_guard
 from collector.ledger.store import Ledger
 from collector.metrics.cache import Exposition, Refresh
 from collector.metrics.exporter import RatesExporter
+from collector.metrics.replica_scope import LeaderOnly, MetricScope, ReplicaExporter
 from collector.metrics.savings import SavingsExporter
 from collector.replica_core import build_replica_core
+from collector.replicas import ShardedApplier
 from collector.reports import LiveRates
 from collector.savings_report import savings_report
 from collector.service import CollectorCore
@@ -116,10 +119,7 @@ class Collector:
     def leads(self) -> bool:
         """Whether fleet-wide work runs here: always for one collector; on the leader
         (fresh lease) for a replica."""
-        if self.keeper is None:
-            return True
-        state = self.keeper.state
-        return state.leader and state.fresh(time.monotonic())
+        return self.keeper is None or _leads(self.keeper)
 
     def start_jobs(
         self,
@@ -227,6 +227,7 @@ def build_collector(
     fleet_views = exposition.once_per_render(core.service.fleet)
     live_rates = LiveRates(fleet_views, rates, core.fleet.node_labels)
     core.observers.attach(exposition)  # a commit changes what /metrics shows
+    scope = _metric_scope(keeper, core) if keeper is not None else None
     app = create_app(
         core.service,
         settings,
@@ -239,14 +240,23 @@ def build_collector(
             *(alerting.routes if alerting is not None else []),
         ],
         collectors=[
-            RatesExporter(live_rates, clock),
-            plans_exporter(ledger, prices, settings, clock),
-            SavingsExporter(partial(savings_report, ledger, currency=rates.currency), clock),
+            *_fleet_wide(
+                [
+                    RatesExporter(live_rates, clock),
+                    plans_exporter(ledger, prices, settings, clock),
+                    SavingsExporter(
+                        partial(savings_report, ledger, currency=rates.currency), clock
+                    ),
+                ],
+                scope,
+            ),
             *([InfluxSinkMetrics(influx)] if influx is not None else []),
             *([alerting.exporter] if alerting is not None and alerting.exporter else []),
+            *([ReplicaExporter(lambda: keeper.state)] if keeper is not None else []),
         ],
         views=views,
         exposition=exposition,
+        scope=scope,
     )
     if influx is not None:
         influx.start()
@@ -285,6 +295,25 @@ def _start_keeper(settings: CollectorSettings, ledger: Ledger) -> LeaseKeeper | 
     while keeper.state.renewed_at is None and time.monotonic() < deadline:
         time.sleep(0.02)
     return keeper
+
+
+def _leads(keeper: LeaseKeeper) -> bool:
+    state = keeper.state
+    return state.leader and state.fresh(time.monotonic())
+
+
+def _metric_scope(keeper: LeaseKeeper, core: CollectorCore) -> MetricScope:
+    """A replica's share of /metrics: per-GPU series of its shards, fleet-wide on the
+    leader (collector/metrics/replica_scope.py)."""
+    assert isinstance(core.applier, ShardedApplier)
+    return MetricScope(partial(_leads, keeper), core.applier.owned_views)
+
+
+def _fleet_wide(collectors: list[PromCollector], scope: MetricScope | None) -> list[PromCollector]:
+    """Fleet-wide collectors: on a replica, on the leader only."""
+    if scope is None:
+        return collectors
+    return [LeaderOnly(c, scope.leads) for c in collectors]
 
 
 def _leader_holder(keeper: LeaseKeeper) -> Callable[[], Holder | None]:
