@@ -49,6 +49,7 @@ from collector.metrics.fleet_families import (
     recommendation_families,
     workload_families,
 )
+from collector.metrics.replica_scope import MetricScope, scoped_fleet_families
 from collector.metrics.verdicts import verdict_families
 from collector.records import OPEN_STATUSES, GpuView, Recommendation
 from gpufleet.metric_spec import MetricSpec
@@ -124,14 +125,31 @@ class FleetExporter(_Families):
         clock: Callable[[], float],
         errors: ExportErrors,
         views: Callable[[float], list[GpuView]] | None = None,
+        scope: MetricScope | None = None,
     ) -> None:
         """``views``: the fleet at ``now`` (default ``backend.fleet``; the exposition's
-        ``once_per_render`` of it shares one call with the rates)."""
+        ``once_per_render`` of it shares one call with the rates). ``scope``: a replica's
+        (collector/metrics/replica_scope.py); None: one collector, everything."""
         self._backend, self._clock, self._errors = backend, clock, errors
         self._views = views or backend.fleet
+        self._scope = scope
 
     def families(self) -> list[Family]:
         now, backend, guarded = self._clock(), self._backend, self._errors.guarded
+        scope = self._scope
+        if scope is not None:
+            return [
+                *guarded("fleet", lambda: scoped_fleet_families(scope, self._views, now)),
+                *(
+                    guarded(
+                        "recommendations",
+                        lambda: _recommendation_parts(backend.recommendations(OPEN_STATUSES)),
+                    )
+                    if scope.leads()
+                    else []
+                ),
+                *guarded("health", lambda: health_families(backend.health(), now)),
+            ]
         return [
             *guarded("fleet", lambda: fleet_families(self._views(now), now)),
             *guarded(
@@ -159,13 +177,18 @@ class WorkloadExporter(_Families):
         clock: Callable[[], float],
         errors: ExportErrors,
         info_labels: Collection[str] = DEFAULT_INFO_LABELS,
+        scope: MetricScope | None = None,
     ) -> None:
         """``info_labels``: the attributes gpufleet_workload_info carries
-        (kubernetes.metric_labels)."""
+        (kubernetes.metric_labels); ``scope``: a replica's; its per-workload totals come
+        from the leader only."""
         self._backend, self._clock, self._errors = backend, clock, errors
         self._info_labels = info_labels
+        self._scope = scope
 
     def families(self) -> list[Family]:
+        if self._scope is not None and not self._scope.leads():
+            return []
         return self._errors.guarded("totals", self._workload_families)
 
     def _workload_families(self) -> list[Family]:
@@ -195,13 +218,14 @@ def backend_exporters(
     clock: Callable[[], float],
     views: Callable[[float], list[GpuView]] | None = None,
     info_labels: Collection[str] = DEFAULT_INFO_LABELS,
+    scope: MetricScope | None = None,
 ) -> tuple[FleetExporter, WorkloadExporter, SelfExporter]:
     """The three collectors over one backend, sharing one export-error tally; ``views``
-    as FleetExporter takes it, ``info_labels`` as WorkloadExporter does."""
+    and ``scope`` as FleetExporter takes them, ``info_labels`` as WorkloadExporter does."""
     errors = ExportErrors()
     return (
-        FleetExporter(backend, clock, errors, views),
-        WorkloadExporter(backend, clock, errors, info_labels),
+        FleetExporter(backend, clock, errors, views, scope),
+        WorkloadExporter(backend, clock, errors, info_labels, scope),
         SelfExporter(backend, errors),
     )
 
