@@ -236,7 +236,19 @@ _V10 = "".join(
     )
 )
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10)
+#: the efficiency reports' periods, one row per subject and period, claimed before the
+#: report is sent (collector/notify/report_log.py): a period that ended while the
+#: collector was down is sent when it starts, and none twice, whatever restarts or replicas
+_V11 = """
+CREATE TABLE reports_sent (
+  subject TEXT NOT NULL, name TEXT NOT NULL, every TEXT NOT NULL,
+  period_end DOUBLE PRECISION NOT NULL, outcome TEXT NOT NULL,
+  recorded_at DOUBLE PRECISION NOT NULL,
+  PRIMARY KEY (subject, name, every, period_end)
+);
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _V11)
 
 
 def schema_version(conn: sqlite3.Connection) -> int:

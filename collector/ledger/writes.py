@@ -189,6 +189,8 @@ def prune(conn: Connection, now: float, retention_days: int) -> int:
             "DELETE FROM answers WHERE answered_at < ? AND (kept_until IS NULL OR kept_until < ?)",
             (cutoff, cutoff),
         ),
+        # the efficiency reports' periods (a subject reported on again starts afresh)
+        ("DELETE FROM reports_sent WHERE period_end < ?", (cutoff,)),
         # a range goes once its newest ack is that old (no batch of it can come back)
         ("DELETE FROM ack_ranges WHERE received_at < ?", (now - ACK_RETENTION_SECONDS,)),
     )
