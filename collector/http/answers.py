@@ -15,7 +15,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -51,9 +51,12 @@ class AnswerRoutes:
         transport: httpx.BaseTransport,
         clock: Callable[[], float],
         wall_clock: Callable[[], float] = time.time,
+        languages: Mapping[str, str] | None = None,
     ) -> None:
         """``clock``: the collector's (the demo's is simulated), for what an answer does;
-        ``wall_clock``: the services', for the signed timestamps' replay window."""
+        ``wall_clock``: the services', for the signed timestamps' replay window;
+        ``languages``: service -> the replies' language (answer_phrases.reply_languages)."""
+        self.languages = dict(languages or {})
         self.desk = desk
         self.secrets = secrets
         self.transport = transport
@@ -88,7 +91,8 @@ class AnswerRoutes:
             return Response(status_code=200)  # not one of our buttons
         user = str(payload.get("user", {}).get("id", ""))
         press = f"slack:{user}:{action.get('action_ts', '')}:{payload.get('trigger_id', '')}"
-        answer = Answer(press, "slack", user, kind, str(action.get("value", "")))
+        value = str(action.get("value", ""))
+        answer = Answer(press, "slack", user, kind, value, language=self._language("slack"))
         reply = await run_in_threadpool(self.desk.answer, answer, self.clock())
         url = payload.get("response_url")
         if isinstance(url, str) and url.startswith(("https://", "http://")):
@@ -102,6 +106,9 @@ class AnswerRoutes:
             self.transport.handle_request(request).close()
         except httpx.HTTPError as err:  # the URL holds a token: the type only
             log.warning("updating a Slack message failed: %s", type(err).__name__)
+
+    def _language(self, service: str) -> str:
+        return self.languages.get(service, "en")
 
     # -- Feishu / Lark --------------------------------------------------------------------
 
@@ -130,7 +137,12 @@ class AnswerRoutes:
         user = str(operator.get("open_id") or inner.get("open_id", ""))
         press = str(event.get("header", {}).get("event_id") or inner.get("token", ""))
         answer = Answer(
-            f"feishu:{press}", "feishu", user, str(value["gpufleet"]), str(value.get("rec", ""))
+            f"feishu:{press}",
+            "feishu",
+            user,
+            str(value["gpufleet"]),
+            str(value.get("rec", "")),
+            language=self._language("feishu"),
         )
         reply = await run_in_threadpool(self.desk.answer, answer, self.clock())
         if reply.refused:

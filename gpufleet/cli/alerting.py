@@ -26,6 +26,7 @@ from collector.http.alertmanager import alertmanager_route
 from collector.http.answers import AnswerRoutes
 from collector.http.auth import Gate, Token
 from collector.ledger.store import Ledger
+from collector.notify.answer_phrases import reply_languages
 from collector.notify.answer_settings import resolve_secrets
 from collector.notify.buttons import Buttons
 from collector.notify.changes import FleetIndex, ReleasePlan, gpu_name
@@ -166,7 +167,9 @@ def build_alerting(
         desk = Desk(
             settings.answers, settings.actions, ledger, directory, executors, fleet, announce
         )
-        routes += AnswerRoutes(AnswerDesk(desk), secrets, transport, clock).routes()
+        languages = reply_languages((c.kind, c.language) for c in notify.channels)
+        answers = AnswerRoutes(AnswerDesk(desk), secrets, transport, clock, languages=languages)
+        routes += answers.routes()
     commands = CommandBook(executors)
     return Alerting(notifier, engine, routes, exporter, actions=settings.actions, commands=commands)
 
