@@ -31,7 +31,8 @@ from collector.notify.messages import Event, Facts, format_time, workload_words
 from collector.records import GpuView, RecommendationKind, WorkloadRef
 
 log = logging.getLogger(__name__)
-SERVICE_NAMES = {"slack": "Slack", "feishu": "Feishu", "lark": "Lark", "link": "link"}
+SERVICE_NAMES = {"slack": "Slack", "feishu": "Feishu", "lark": "Lark", "link": "link",
+                 "teams": "Teams"}  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from collector.http.auth import Gate, Token
 from collector.ledger.store import Ledger
 from collector.notify.answer_phrases import reply_languages
 from collector.notify.answer_settings import resolve_secrets
+from collector.notify.bot_auth import BotTokenVerifier
 from collector.notify.buttons import Buttons
 from collector.notify.changes import FleetIndex, ReleasePlan, gpu_name
 from collector.notify.delivery import Notifier
@@ -168,7 +169,14 @@ def build_alerting(
             settings.answers, settings.actions, ledger, directory, executors, fleet, announce
         )
         languages = reply_languages((c.kind, c.language) for c in notify.channels)
-        answers = AnswerRoutes(AnswerDesk(desk), secrets, transport, clock, languages=languages)
+        teams = (
+            BotTokenVerifier(secrets.teams_bot_app_id, settings.answers.teams_openid_url, transport)
+            if secrets.teams_bot_app_id
+            else None
+        )
+        answers = AnswerRoutes(
+            AnswerDesk(desk), secrets, transport, clock, languages=languages, teams=teams
+        )
         routes += answers.routes()
     commands = CommandBook(executors)
     return Alerting(notifier, engine, routes, exporter, actions=settings.actions, commands=commands)
