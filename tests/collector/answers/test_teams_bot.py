@@ -10,6 +10,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from collector.actions.engine import Executors
 from collector.actions.settings import ActionSettings
 from collector.http.answers import AnswerRoutes
 from collector.ledger.store import Ledger
+from collector.notify.answer_phrases import reply_languages
 from collector.notify.answer_settings import AnswerSecrets, AnswerSettings
 from collector.notify.bot_auth import ISSUER, BotTokenVerifier
 from collector.notify.directory import Directory
@@ -118,6 +120,15 @@ def invoke(verb: str, activity_id: str, aad: str = "aad-alice") -> dict[str, Any
 def bot(
     tmp_path: Path, key: rsa.RSAPrivateKey, skype_key: rsa.RSAPrivateKey
 ) -> Iterator[tuple[httpx.Client, Ledger]]:
+    with bot_on(tmp_path, key, skype_key, {}) as served_bot:
+        yield served_bot
+
+
+@contextmanager
+def bot_on(
+    tmp_path: Path, key: rsa.RSAPrivateKey, skype_key: rsa.RSAPrivateKey, languages: dict[str, str]
+) -> Iterator[tuple[httpx.Client, Ledger]]:
+    """The bot endpoint served on loopback, with the replies' ``languages`` by service."""
     openid = OpenIdServer(
         {"keys": [jwk_of(key, "k1", ["msteams"]), jwk_of(skype_key, "k2", ["skype"])]}
     )
@@ -139,7 +150,9 @@ def bot(
         desk = Desk(AnswerSettings(), ActionSettings(), ledger, Directory(users), Executors(),
                     lambda now: [held])  # fmt: skip
         secrets = AnswerSecrets(teams_bot_app_id=APP_ID)
-        routes = AnswerRoutes(AnswerDesk(desk), secrets, transport, lambda: NOW, teams=verifier)
+        routes = AnswerRoutes(
+            AnswerDesk(desk), secrets, transport, lambda: NOW, languages=languages, teams=verifier
+        )
         with served(Starlette(routes=routes.routes())) as client:
             yield client, ledger
     openid.server.shutdown()
@@ -212,3 +225,14 @@ def test_bad_tokens_are_refused_and_nothing_is_done(
     response = post(client, invoke("keep", f"act-{why}"), make(key, skype_key))
     assert response.status_code == 401, why
     assert AnswerLog(ledger).answers() == [], why
+
+
+def test_replies_are_in_chinese_where_the_teams_channels_are_zh(
+    tmp_path: Path, key: rsa.RSAPrivateKey, skype_key: rsa.RSAPrivateKey
+) -> None:
+    languages = reply_languages([("teams", "zh")])
+    with bot_on(tmp_path, key, skype_key, languages) as (client, _):
+        kept = post(client, invoke("keep", "zh-1"), f"Bearer {token(key)}").json()
+        refused = post(client, invoke("release", "zh-2", "aad-carol"), f"Bearer {token(key)}")
+    assert kept["value"]["body"][1]["text"].startswith("alice 已保留 4 小时")
+    assert refused.json()["value"].startswith("已拒绝：carol 无权对 Pod ml/nb 执行“立即释放”")
