@@ -4,8 +4,9 @@ trend against the period before, and the recommendations still open.
 
 The figures are ``gpufleet report --by user|team``'s for the same period: the subject's
 row of ``usage_report.group_report`` (one path for the rule), its jobs the same hourly
-workload rollups. The ledger keeps no per-period mean SM activity, so "used" is the
-GPU-hours the GPUs were active (at or above the idle threshold), not a mean.
+workload rollups. "Used" is the mean SM activity over the held time (the rollups' SM
+activity x seconds over their active and idle seconds, schema V10); GPU-hours active (at or
+above the idle threshold) are given beside it.
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ class Figures(msgspec.Struct, frozen=True):
     cost: float
     energy_kwh: float
     carbon_kg: float
+    #: 0..1, the mean SM activity over the held GPU-hours ("used"); 0 for periods whose
+    #: rollups predate schema V10
+    sm_activity_mean: float = 0.0
 
 
 class Job(msgspec.Struct, frozen=True):
@@ -72,6 +76,7 @@ def figures_of(u: Usage) -> Figures:
         cost=round(u.cost, 2),
         energy_kwh=round(u.energy_joules / 3.6e6, 3),
         carbon_kg=round(u.carbon_grams / 1000, 3),
+        sm_activity_mean=round(u.sm_activity_seconds / held, 4) if held else 0.0,
     )
 
 

@@ -131,6 +131,10 @@ class Usage(msgspec.Struct, gc=False):
     #: GPU-seconds x hourly price / 3600 for every known second (what the GPU cost)
     cost: float = 0.0
     carbon_grams: float = 0.0
+    #: SM activity (0..1) x seconds over the known (active or idle) seconds, so
+    #: ``sm_activity_seconds / (active_seconds + idle_seconds)`` is the mean SM activity over
+    #: held time; a second with no SM reading adds 0. Rows from before schema V10 say 0
+    sm_activity_seconds: float = 0.0
 
     def add(self, other: Usage) -> None:
         # field by field, not a loop over __slots__: this runs per (hour, GPU) per commit
@@ -144,6 +148,7 @@ class Usage(msgspec.Struct, gc=False):
         self.idle_cost += other.idle_cost
         self.cost += other.cost
         self.carbon_grams += other.carbon_grams
+        self.sm_activity_seconds += other.sm_activity_seconds
 
 
 @dataclass(frozen=True, slots=True)

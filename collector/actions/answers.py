@@ -24,13 +24,15 @@ from collector.actions.executors import ExecutorError, Target
 from collector.actions.settings import ActionSettings
 from collector.ledger.store import Ledger
 from collector.notify import phrases
+from collector.notify.answer_phrases import action_word, reply
 from collector.notify.answer_settings import AnswerSettings
 from collector.notify.directory import Directory
 from collector.notify.messages import Event, Facts, format_time, workload_words
 from collector.records import GpuView, RecommendationKind, WorkloadRef
 
 log = logging.getLogger(__name__)
-SERVICE_NAMES = {"slack": "Slack", "feishu": "Feishu", "lark": "Lark", "link": "link"}
+SERVICE_NAMES = {"slack": "Slack", "feishu": "Feishu", "lark": "Lark", "link": "link",
+                 "teams": "Teams"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,8 @@ class Answer:
     action: str  # keep | release | dismiss
     rec_id: str
     who: str = ""
+    #: the language of the reply (answer_phrases.reply_languages: the service's channels')
+    language: str = "en"
 
 
 @dataclass(frozen=True)
@@ -79,68 +83,65 @@ class AnswerDesk:
         self.log = AnswerLog(desk.ledger)
 
     def answer(self, a: Answer, now: float) -> Reply:
+        lang = a.language
         if self.log.seen(a.id):
-            return Reply("duplicate", "This answer was already received; nothing more done.")
+            return Reply("duplicate", reply(lang, "duplicate"))
         rec = self.desk.ledger.get_recommendation(a.rec_id)
         if rec is None or rec.kind is not RecommendationKind.RELEASE_IDLE:
-            return self._refuse(a, "", f"there is no release recommendation {a.rec_id!r}", now)
+            return self._refuse(a, "", reply(lang, "no_recommendation", rec=a.rec_id), now)
         who = a.who if a.service == "link" else self.desk.directory.who(a.service, a.service_user)
         if who not in self.desk.directory.users:
             service = SERVICE_NAMES.get(a.service, a.service)
-            reason = (
-                f"{service} user {a.service_user!r} is not in gpufleet's directory "
-                "(notifications.users): ask an operator to add you"
-            )
+            reason = reply(lang, "not_in_directory", service=service, user=a.service_user)
             return self._refuse(a, rec.workload_key, reason, now, who)
         ref = self._holder(rec.workload_key, now)
         if ref is None:
-            reason = f"{_words(rec.workload_key)} no longer holds GPUs: nothing to do"
+            reason = reply(lang, "gone", workload=_words(rec.workload_key, lang))
             return self._refuse(a, rec.workload_key, reason, now, who)
-        why_not = refusal(a.action, who, ref, self.desk)
+        why_not = refusal(a.action, who, ref, self.desk, lang)
         if why_not:
             return self._refuse(a, ref.key, why_not, now, who)
-        reply = self._carry_out(a, who, ref, now)
-        reply = Reply(reply.outcome, reply.text, rec.title, reply.kept_until)
-        self._record(a, who, ref.key, reply, now)
-        self._announce(a, ref, reply, now)
-        return reply
+        done = self._carry_out(a, who, ref, now)
+        done = Reply(done.outcome, done.text, rec.title, done.kept_until)
+        self._record(a, who, ref.key, done, now)
+        self._announce(a, ref, done, now)
+        return done
 
     def _carry_out(self, a: Answer, who: str, ref: WorkloadRef, now: float) -> Reply:
+        lang = a.language
         if a.action == "keep":
             until = now + self.desk.settings.keep_seconds
             hours = self.desk.settings.keep_seconds / 3600.0
-            text = (
-                f"Kept for {hours:g} h by {who}: no auto-release of {_words(ref.key)} "
-                f"before {format_time(until)}"
+            workload = _words(ref.key, lang)
+            text = reply(
+                lang, "kept", hours=hours, who=who, workload=workload, until=format_time(until)
             )
             return Reply("kept", text, kept_until=until)
         if a.action == "dismiss":
             self.desk.ledger.dismiss_recommendation(a.rec_id, now, by=who)
-            return Reply("dismissed", f"Dismissed by {who}")
-        return self._release(who, ref)
+            return Reply("dismissed", reply(lang, "dismissed", who=who))
+        return self._release(who, ref, lang)
 
-    def _release(self, who: str, ref: WorkloadRef) -> Reply:
+    def _release(self, who: str, ref: WorkloadRef, lang: str) -> Reply:
         policy = self.desk.actions.policy_for(ref.namespace)
         target = Target.of(ref)
         executor = self.desk.executors.for_target(target)
         where = f"actions.policies.{ref.namespace}" if ref.namespace else "actions.default"
         if policy.mode == "off":
-            text = (
-                f"Not released: auto-release is off for {ref.namespace or 'this workload'} "
-                f"({where}.mode), so gpufleet releases nothing there"
-            )
-            return Reply("refused", text)
+            namespace = ref.namespace or reply(lang, "this_workload")
+            return Reply("refused", reply(lang, "off", namespace=namespace, where=where))
         if policy.dry_run or executor is None:
             seen = executor.inspect(target) if executor is not None else None
-            what = (seen.action if seen else "") or f"release {_words(ref.key)}"
-            text = f"Dry run ({where}.dry_run): would {what}; nothing was released"
-            return Reply("dry_run", text)
+            what = (seen.action if seen else "") or reply(
+                lang, "release_what", workload=_words(ref.key, lang)
+            )
+            return Reply("dry_run", reply(lang, "dry_run", where=where, what=what))
         try:
             done = executor.release(target, f"gpufleet: released from chat by {who}")
         except ExecutorError as err:
-            return Reply("failed", f"Release by {who} failed: {err}")
+            return Reply("failed", reply(lang, "failed", who=who, error=err))
         log.warning("released from chat by %s: %s (%s)", who, ref.key, done)
-        return Reply("released", f"Released by {who}: {done}")
+        return Reply("released", reply(lang, "released", who=who, done=done))
 
     def _holder(self, workload_key: str, now: float) -> WorkloadRef | None:
         for view in self.desk.fleet(now):
@@ -152,9 +153,9 @@ class AnswerDesk:
     def _refuse(
         self, a: Answer, workload_key: str, reason: str, now: float, who: str = ""
     ) -> Reply:
-        reply = Reply("refused", f"Refused: {reason}")
-        self._record(a, who, workload_key, reply, now)
-        return reply
+        refused = Reply("refused", reply(a.language, "refused", reason=reason))
+        self._record(a, who, workload_key, refused, now)
+        return refused
 
     def _record(self, a: Answer, who: str, key: str, reply: Reply, now: float) -> None:
         record = AnswerRecord(
@@ -202,22 +203,31 @@ class AnswerDesk:
         self.desk.announce(event, now)
 
 
-def refusal(action: str, who: str, ref: WorkloadRef, desk: Desk) -> str:
-    """Why ``who`` may not ``action`` ``ref``; "" when they may."""
+def refusal(action: str, who: str, ref: WorkloadRef, desk: Desk, lang: str = "en") -> str:
+    """Why ``who`` may not ``action`` ``ref`` (in ``lang``); "" when they may."""
     if action not in ("keep", "release", "dismiss"):
-        return f"unknown action {action!r}"
+        return reply(lang, "unknown_action", action=action)
     if who in desk.settings.operators or (ref.user and who == ref.user):
         return ""
     team = desk.directory.team_of(who)
     if action != "release" and ref.team and team == ref.team:
         return ""
-    owner = f"user {ref.user}" if ref.user else f"team {ref.team or '(none)'}"
-    may = "its user or an operator" if action == "release" else "its user, its team or an operator"
-    return (
-        f"{who} may not {action} {_words(ref.key)}: it belongs to {owner}, and only "
-        f"{may} (answers.operators) may"
+    owner = (
+        reply(lang, "owner_user", user=ref.user)
+        if ref.user
+        else reply(lang, "owner_team", team=ref.team or "(none)")
+    )
+    may = reply(lang, "may_release" if action == "release" else "may_other")
+    return reply(
+        lang,
+        "may_not",
+        who=who,
+        action=action_word(lang, action),
+        workload=_words(ref.key, lang),
+        owner=owner,
+        may=may,
     )
 
 
-def _words(key: str) -> str:
-    return workload_words(key, phrases.for_language("en"))
+def _words(key: str, lang: str = "en") -> str:
+    return workload_words(key, phrases.for_language(lang))

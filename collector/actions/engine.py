@@ -21,6 +21,7 @@ from collector.actions.log import ActionLog, LogEntry
 from collector.actions.policy import Candidate, Decision, deadline_of, decide, exempt_by_settings
 from collector.actions.settings import ActionSettings, PolicySettings
 from collector.notify.changes import gpu_name
+from collector.notify.commands import release_command
 from collector.notify.messages import Event, Facts
 from collector.records import (
     LIVE_STATUSES,
@@ -234,7 +235,9 @@ def action_event(step: Step, outcome: str, reason: str, seen: Inspection, now: f
         carbon_kg_per_month=s.carbon_kg_per_month,
         action=seen.action,
         # before the release: how to do it now by hand; after it, nothing to type
-        command=seen.command if outcome in ("warned", "notify_only", "dry_run") else "",
+        command=(seen.command or release_command(ref.key))
+        if outcome in ("warned", "notify_only", "dry_run")
+        else "",
         deadline=deadline,
         opt_out=seen.opt_out if outcome == "warned" else "",
         reason=reason,

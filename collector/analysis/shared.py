@@ -122,8 +122,18 @@ def shared_parts(
             idle_cost=idle * fraction * per_second,
             cost=(active + idle) * fraction * per_second,
             carbon_grams=sums.carbon_grams * energy,
+            sm_activity_seconds=_own_sm_seconds(sums, fraction, own),
         )
     return parts
+
+
+def _own_sm_seconds(sums: IntervalSums, fraction: float, own: float | None) -> float:
+    """A holder's SM-seconds over what it held: its own SM share of the GPU (at most its
+    fraction, so its mean over held time stays within 0..1) for every known second; the
+    GPU's by its fraction where its own share is unknown."""
+    if own is None:
+        return sums.sm_activity_seconds * fraction
+    return min(max(own, 0.0), fraction) * (sums.active_seconds + sums.idle_seconds)
 
 
 def _finite(value: float | None) -> float | None:

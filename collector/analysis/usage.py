@@ -47,6 +47,8 @@ class IntervalSums:
     estimated_energy_joules: float = 0.0
     idle_energy_joules: float = 0.0
     carbon_grams: float = 0.0
+    #: SM activity x seconds over the known seconds (Usage.sm_activity_seconds)
+    sm_activity_seconds: float = 0.0
 
     def add(self, interval: Interval, pue: float, intensity_g_per_kwh: float) -> None:
         self.add_all((interval,), pue, intensity_g_per_kwh)
@@ -57,18 +59,22 @@ class IntervalSums:
         """Add ``intervals`` at one grid intensity (a run in one hour of one region).
 
         Runs once per applied sample: the sums are kept in locals and added once."""
-        active = idle = unknown = energy_sum = estimated = idle_energy = 0.0
+        active = idle = unknown = energy_sum = estimated = idle_energy = sm = 0.0
         for interval in intervals:
             seconds = interval.end - interval.start
             seconds = seconds if seconds > 0.0 else 0.0
             energy = interval.energy_joules
             energy = energy if energy > 0.0 else 0.0
             activity = interval.activity
-            if activity is ACTIVE:
-                active += seconds
-            elif activity is IDLE:
-                idle += seconds
-                idle_energy += energy
+            if activity is ACTIVE or activity is IDLE:
+                if activity is ACTIVE:
+                    active += seconds
+                else:
+                    idle += seconds
+                    idle_energy += energy
+                busy = interval.sm_activity
+                if busy is not None and busy > 0.0:
+                    sm += (busy if busy < 1.0 else 1.0) * seconds
             else:
                 unknown += seconds
             energy_sum += energy
@@ -81,6 +87,7 @@ class IntervalSums:
         self.estimated_energy_joules += estimated
         self.idle_energy_joules += idle_energy
         self.carbon_grams += carbon_grams(energy_sum, pue, intensity_g_per_kwh)
+        self.sm_activity_seconds += sm
 
     def usage(self, price_per_gpu_hour: float, *, allocated: bool) -> Usage:
         """The GPU's Usage; ``allocated``: a workload held it (idle is allocated-idle)."""
@@ -97,6 +104,7 @@ class IntervalSums:
             idle_cost=idle * per_second,
             cost=(self.active_seconds + idle) * per_second,
             carbon_grams=self.carbon_grams,
+            sm_activity_seconds=self.sm_activity_seconds,
         )
 
 
@@ -113,6 +121,7 @@ def workload_part(usage: Usage, share: float) -> Usage:
         idle_cost=usage.idle_cost * share,
         cost=usage.cost * share,
         carbon_grams=usage.carbon_grams * share,
+        sm_activity_seconds=usage.sm_activity_seconds * share,
     )
 
 

@@ -15,7 +15,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -29,10 +29,12 @@ from collector.actions.answers import Answer, AnswerDesk, Reply
 from collector.http.answer_page import confirm_page, result_page
 from collector.http.responses import error_response
 from collector.notify.answer_settings import AnswerSecrets
+from collector.notify.bot_auth import BotTokenVerifier
 from collector.notify.buttons import LABELS
 from collector.notify.callbacks import CallbackRefused, lark_event, read_link, verify_slack
 from collector.notify.feishu import answered_card
 from collector.notify.slack import ANSWER_BLOCK_ID, escape
+from collector.notify.teams import answered_card as teams_answered_card
 
 log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 256 * 1024
@@ -51,9 +53,15 @@ class AnswerRoutes:
         transport: httpx.BaseTransport,
         clock: Callable[[], float],
         wall_clock: Callable[[], float] = time.time,
+        languages: Mapping[str, str] | None = None,
+        teams: BotTokenVerifier | None = None,
     ) -> None:
         """``clock``: the collector's (the demo's is simulated), for what an answer does;
-        ``wall_clock``: the services', for the signed timestamps' replay window."""
+        ``wall_clock``: the services', for the signed timestamps' replay window;
+        ``languages``: service -> the replies' language (answer_phrases.reply_languages)."""
+        self.languages = dict(languages or {})
+        #: verifies the Bot Framework's tokens on the Teams bot endpoint (bot_auth.py)
+        self.teams = teams
         self.desk = desk
         self.secrets = secrets
         self.transport = transport
@@ -68,6 +76,8 @@ class AnswerRoutes:
             out.append(Route("/v1/answers/feishu", self.feishu, methods=["POST"]))
         if self.secrets.link_secret:
             out.append(Route("/ui/answer", self.link, methods=["GET", "POST"]))
+        if self.teams is not None:
+            out.append(Route("/v1/answers/teams", self.teams_invoke, methods=["POST"]))
         return out
 
     # -- Slack ----------------------------------------------------------------------------
@@ -88,7 +98,8 @@ class AnswerRoutes:
             return Response(status_code=200)  # not one of our buttons
         user = str(payload.get("user", {}).get("id", ""))
         press = f"slack:{user}:{action.get('action_ts', '')}:{payload.get('trigger_id', '')}"
-        answer = Answer(press, "slack", user, kind, str(action.get("value", "")))
+        value = str(action.get("value", ""))
+        answer = Answer(press, "slack", user, kind, value, language=self._language("slack"))
         reply = await run_in_threadpool(self.desk.answer, answer, self.clock())
         url = payload.get("response_url")
         if isinstance(url, str) and url.startswith(("https://", "http://")):
@@ -102,6 +113,9 @@ class AnswerRoutes:
             self.transport.handle_request(request).close()
         except httpx.HTTPError as err:  # the URL holds a token: the type only
             log.warning("updating a Slack message failed: %s", type(err).__name__)
+
+    def _language(self, service: str) -> str:
+        return self.languages.get(service, "en")
 
     # -- Feishu / Lark --------------------------------------------------------------------
 
@@ -130,7 +144,12 @@ class AnswerRoutes:
         user = str(operator.get("open_id") or inner.get("open_id", ""))
         press = str(event.get("header", {}).get("event_id") or inner.get("token", ""))
         answer = Answer(
-            f"feishu:{press}", "feishu", user, str(value["gpufleet"]), str(value.get("rec", ""))
+            f"feishu:{press}",
+            "feishu",
+            user,
+            str(value["gpufleet"]),
+            str(value.get("rec", "")),
+            language=self._language("feishu"),
         )
         reply = await run_in_threadpool(self.desk.answer, answer, self.clock())
         if reply.refused:
@@ -138,6 +157,43 @@ class AnswerRoutes:
         card = answered_card(reply.title, reply.text)
         toast = {"type": "success", "content": reply.text}
         return JSONResponse({"toast": toast, "card": {"type": "raw", "data": card}})
+
+    # -- Teams, through the bot (Universal Actions: adaptiveCard/action invokes) ------------
+
+    async def teams_invoke(self, request: Request) -> Response:
+        body = await request.body()
+        verifier = self.teams
+        if verifier is None:  # the route exists only with a verifier
+            return Response(status_code=404)
+        try:
+            if len(body) > MAX_BODY_BYTES:
+                raise CallbackRefused(f"body over {MAX_BODY_BYTES} bytes")
+            activity = _json_object(body)
+            auth = request.headers.get("authorization", "")
+            await run_in_threadpool(verifier.verify, auth, activity)
+        except CallbackRefused as err:
+            return _refused(err, "Authorization")
+        action = activity.get("value", {}).get("action", {})
+        data = action.get("data", {}) if isinstance(action, dict) else {}
+        if activity.get("name") != "adaptiveCard/action" or not isinstance(data, dict):
+            return Response(status_code=200)  # not one of our buttons
+        sender = activity.get("from", {})
+        user = str(sender.get("aadObjectId") or sender.get("id", ""))
+        answer = Answer(
+            f"teams:{activity.get('id', '')}",
+            "teams",
+            user,
+            str(action.get("verb") or data.get("gpufleet", "")),
+            str(data.get("rec", "")),
+            language=self._language("teams"),
+        )
+        reply = await run_in_threadpool(self.desk.answer, answer, self.clock())
+        if reply.refused:
+            kind, value = "application/vnd.microsoft.activity.message", reply.text
+            return JSONResponse({"statusCode": 200, "type": kind, "value": value})
+        card = teams_answered_card(reply.title, reply.text)
+        kind = "application/vnd.microsoft.card.adaptive"
+        return JSONResponse({"statusCode": 200, "type": kind, "value": card})
 
     # -- signed links ---------------------------------------------------------------------
 
@@ -206,6 +262,16 @@ def _slack_payload(body: bytes) -> dict[str, Any]:
     if not isinstance(payload, dict):
         raise CallbackRefused("payload: not a JSON object")
     return payload
+
+
+def _json_object(body: bytes) -> dict[str, Any]:
+    try:
+        activity = json.loads(body)
+    except ValueError as err:
+        raise CallbackRefused("body: not JSON") from err
+    if not isinstance(activity, dict):
+        raise CallbackRefused("body: not a JSON object")
+    return activity
 
 
 def _refused(err: CallbackRefused, header: str) -> Response:

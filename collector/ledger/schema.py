@@ -17,7 +17,8 @@ import sqlite3
 from collector.ledger.files import check_writable
 from collector.ledger.records import LedgerError
 
-USAGE_COLUMNS = (
+#: the rollups' columns as V1 made them (V1 and V5 create and fill these; never edit)
+_V1_USAGE_COLUMNS = (
     "active_seconds",
     "idle_seconds",
     "allocated_idle_seconds",
@@ -29,8 +30,10 @@ USAGE_COLUMNS = (
     "cost",
     "carbon_grams",
 )
+#: the rollups' columns now, in ``Usage``'s field order (V10 added the SM-seconds)
+USAGE_COLUMNS = (*_V1_USAGE_COLUMNS, "sm_activity_seconds")
 
-_USAGE_SQL = ",\n".join(f"  {name} REAL NOT NULL DEFAULT 0" for name in USAGE_COLUMNS)
+_USAGE_SQL = ",\n".join(f"  {name} REAL NOT NULL DEFAULT 0" for name in _V1_USAGE_COLUMNS)
 
 _V1 = f"""
 CREATE TABLE gpus (
@@ -161,9 +164,9 @@ CREATE TABLE workload_usage_daily (
 
 def v5_fill(day_of_hour: str) -> str:
     return f"""
-INSERT INTO workload_usage_daily (day_start, workload_key, {", ".join(USAGE_COLUMNS)})
+INSERT INTO workload_usage_daily (day_start, workload_key, {", ".join(_V1_USAGE_COLUMNS)})
   SELECT {day_of_hour}, workload_key,
-         {", ".join(f"SUM({c})" for c in USAGE_COLUMNS)}
+         {", ".join(f"SUM({c})" for c in _V1_USAGE_COLUMNS)}
   FROM workload_usage_hourly GROUP BY 1, 2;
 """
 
@@ -228,7 +231,32 @@ ALTER TABLE workloads ADD COLUMN queue TEXT NOT NULL DEFAULT '';
 ALTER TABLE workloads ADD COLUMN priority_class TEXT NOT NULL DEFAULT '';
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10)
+#: SM activity x seconds in every usage rollup (``Usage.sm_activity_seconds``), so a report
+#: gives a period's mean SM activity over held time; rows from before say 0 (not measured)
+_V11 = "".join(
+    f"ALTER TABLE {table} ADD COLUMN sm_activity_seconds REAL NOT NULL DEFAULT 0;\n"
+    for table in (
+        "gpu_usage_hourly",
+        "gpu_usage_total",
+        "workload_usage_hourly",
+        "workload_usage_total",
+        "workload_usage_daily",
+    )
+)
+
+#: the efficiency reports' periods, one row per subject and period, claimed before the
+#: report is sent (collector/notify/report_log.py): a period that ended while the
+#: collector was down is sent when it starts, and none twice, whatever restarts or replicas
+_V12 = """
+CREATE TABLE reports_sent (
+  subject TEXT NOT NULL, name TEXT NOT NULL, every TEXT NOT NULL,
+  period_end DOUBLE PRECISION NOT NULL, outcome TEXT NOT NULL,
+  recorded_at DOUBLE PRECISION NOT NULL,
+  PRIMARY KEY (subject, name, every, period_end)
+);
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _V11, _V12)
 
 
 def schema_version(conn: sqlite3.Connection) -> int:

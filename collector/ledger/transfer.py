@@ -25,7 +25,7 @@ TABLES = (
     "gpus", "workloads", "gpu_usage_hourly", "workload_usage_hourly", "workload_usage_daily",
     "gpu_usage_total", "workload_usage_total", "idle_episodes", "cursors", "ack_ranges",
     "workload_stats", "workload_histograms", "recommendations", "notify_outbox",
-    "notify_state", "action_log", "action_workloads", "answers",
+    "notify_state", "action_log", "action_workloads", "answers", "reports_sent",
 )  # fmt: skip
 #: tables whose ``id`` the target numbers from a sequence, moved past the copied ids
 _NUMBERED = ("notify_outbox", "action_log")

@@ -173,7 +173,8 @@ def _upsert_stats(conn: Connection, write: LedgerWrite) -> None:
 
 
 def prune(conn: Connection, now: float, retention_days: int) -> int:
-    """Delete rows past retention; all-time totals, stats and pending batches stay."""
+    """Delete rows past retention (answers from chat too); all-time totals, stats and
+    pending batches stay."""
     cutoff = now - retention_days * 24 * 3600.0
     # a UTC day's rows go once all of the day is past the cutoff, its hours with its daily
     # row, so a range reads the same from either
@@ -188,6 +189,13 @@ def prune(conn: Connection, now: float, retention_days: int) -> int:
             "AND updated_at < ?",
             (cutoff,),
         ),
+        # answers from chat: once answered and any "Keep" they began ended past retention
+        (
+            "DELETE FROM answers WHERE answered_at < ? AND (kept_until IS NULL OR kept_until < ?)",
+            (cutoff, cutoff),
+        ),
+        # the efficiency reports' periods (a subject reported on again starts afresh)
+        ("DELETE FROM reports_sent WHERE period_end < ?", (cutoff,)),
         # a range goes once its newest ack is that old (no batch of it can come back)
         ("DELETE FROM ack_ranges WHERE received_at < ?", (now - ACK_RETENTION_SECONDS,)),
     )

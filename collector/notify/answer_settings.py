@@ -33,6 +33,12 @@ class AnswerSettings:
     #: the key signed links are made with (any long random string)
     link_secret: str = field(default="", repr=False)
     link_secret_file: Path | None = None
+    #: Teams: the bot's Microsoft app id; set, Teams cards get Action.Execute buttons whose
+    #: invokes reach ``/v1/answers/teams`` (the bot's messaging endpoint), verified by
+    #: Bot Framework's tokens (notify/bot_auth.py); unset, Teams gets signed links
+    teams_bot_app_id: str = ""
+    #: where the Bot Framework's OpenID metadata (and through it the signing keys) is
+    teams_openid_url: str = "https://login.botframework.com/v1/.well-known/openidconfiguration"
 
     def __post_init__(self) -> None:
         for key in ("keep_seconds", "link_ttl_seconds"):
@@ -48,6 +54,8 @@ class AnswerSecrets:
     feishu_verification_token: str = field(default="", repr=False)
     feishu_encrypt_key: str = field(default="", repr=False)
     link_secret: str = field(default="", repr=False)
+    #: not a secret: the bot's app id, the audience its tokens must name
+    teams_bot_app_id: str = ""
 
     @property
     def any(self) -> bool:
@@ -57,6 +65,7 @@ class AnswerSecrets:
                 self.feishu_verification_token,
                 self.feishu_encrypt_key,
                 self.link_secret,
+                self.teams_bot_app_id,
             )
         )
 
@@ -66,6 +75,8 @@ class AnswerSecrets:
             return bool(self.slack_signing_secret)
         if kind in ("feishu", "lark"):
             return bool(self.feishu_verification_token or self.feishu_encrypt_key)
+        if kind == "teams":
+            return bool(self.teams_bot_app_id)
         return False
 
 
@@ -79,4 +90,5 @@ def resolve_secrets(settings: AnswerSettings) -> AnswerSecrets:
         read("feishu_verification_token"),
         read("feishu_encrypt_key"),
         read("link_secret"),
+        settings.teams_bot_app_id,
     )

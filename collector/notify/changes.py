@@ -61,6 +61,9 @@ class FleetIndex:
     gpu_names: Mapping[str, str] = field(default_factory=dict)
     #: workload key -> the auto-release plan for it, where a policy applies
     plans: Mapping[str, ReleasePlan] = field(default_factory=dict)
+    #: workload key -> the command that frees its GPUs as its executor found it (a pod's
+    #: Deployment scaled to zero; actions/release_commands.py); else release_command's
+    commands: Mapping[str, str] = field(default_factory=dict)
 
 
 def gpu_name(view: GpuView) -> str:
@@ -173,7 +176,7 @@ def facts_of(rec: Recommendation, index: FleetIndex, now: float) -> Facts:
         gpus=list(rec.gpu_uuids),
         gpu_names=_names(rec.gpu_uuids, index),
         gpu_models=", ".join(models),
-        command=release_command(rec.workload_key) if release else "",
+        command=command_of(rec.workload_key, index) if release else "",
         policy=plan.policy if plan else "",
         dry_run=plan.dry_run if plan else False,
         release_not_before=plan.not_before if plan else None,
@@ -189,6 +192,12 @@ def facts_of(rec: Recommendation, index: FleetIndex, now: float) -> Facts:
         energy_kwh_per_month=s.energy_kwh_per_month,
         carbon_kg_per_month=s.carbon_kg_per_month,
     )
+
+
+def command_of(key: str, index: FleetIndex) -> str:
+    """The command that frees ``key``'s GPUs: its executor's, else the key's own."""
+    found = index.commands.get(key)
+    return found if found is not None else release_command(key)
 
 
 def _names(uuids: Sequence[str], index: FleetIndex) -> list[str]:

@@ -35,11 +35,19 @@ def change(now: float, before: float, unit: str) -> str:
     return f"{now - before:+,.2f} {unit} ({(now - before) / before:+.0%})"
 
 
+def points(now: float, before: float) -> str:
+    """A change of a fraction (0..1), in percentage points."""
+    if before == 0:
+        return "new" if now else "no change"
+    return f"{(now - before) * 100:+.1f} points"
+
+
 def fact_rows(r: EfficiencyReport) -> list[tuple[str, str, str]]:
     """(label, this period, against the period before)."""
     f, p, cur = r.figures, r.previous, r.currency
     rows = (
         ("GPU-hours held", "held_gpu_hours", "h"),
+        ("Used (mean SM activity)", "sm_activity_mean", "%"),
         ("GPU-hours active", "active_gpu_hours", "h"),
         ("GPU-hours idle", "idle_gpu_hours", "h"),
         ("Money wasted (idle)", "wasted", cur),
@@ -50,10 +58,11 @@ def fact_rows(r: EfficiencyReport) -> list[tuple[str, str, str]]:
     out = []
     for label, name, unit in rows:
         now, before = getattr(f, name), getattr(p, name)
-        shown = f"{now:,.2f} {unit}"
+        shown = f"{now:.1%}" if unit == "%" else f"{now:,.2f} {unit}"
         if name == "idle_gpu_hours":
             shown += f" ({f.idle_fraction:.0%} of held)"
-        out.append((label, shown, change(now, before, unit)))
+        trend = change(now, before, unit) if unit != "%" else points(now, before)
+        out.append((label, shown, trend))
     return out
 
 
@@ -136,7 +145,8 @@ def chat_event(r: EfficiencyReport) -> Event:
     f = r.figures
     summary = (
         f"{title(r)}: {f.held_gpu_hours:,.1f} GPU-hours held, {f.idle_gpu_hours:,.1f} "
-        f"idle ({f.idle_fraction:.0%}), {f.wasted:,.2f} {r.currency} wasted"
+        f"idle ({f.idle_fraction:.0%}), used {f.sm_activity_mean:.0%} (mean SM activity), "
+        f"{f.wasted:,.2f} {r.currency} wasted"
     )
     labels = {"kind": "report", r.subject: r.name}
     facts = Facts(

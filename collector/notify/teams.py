@@ -67,6 +67,16 @@ def card(text: Text) -> dict[str, Any]:
         content["actions"] = [
             {"type": "Action.OpenUrl", "title": label, "url": url} for label, url in text.links
         ]
+    if text.answers:  # through the bot (answers.teams_bot_app_id): invokes to /v1/answers/teams
+        content.setdefault("actions", []).extend(
+            {
+                "type": "Action.Execute",
+                "title": a.label,
+                "verb": a.action,
+                "data": {"gpufleet": a.action, "rec": a.rec_id},
+            }
+            for a in text.answers
+        )
     return content
 
 
@@ -105,3 +115,16 @@ def fits(text: Text, channel: Channel) -> bool:
 
 
 SERVICE = Service(build, interpret, fits)
+
+
+def answered_card(title: str, answer: str) -> dict[str, Any]:
+    """The card an answered message becomes (its buttons gone): what it was, what was done."""
+    return {
+        "$schema": "http://adaptivecards.io/schemas/adaptive-card.json",
+        "type": "AdaptiveCard",
+        "version": "1.4",
+        "body": [
+            {"type": "TextBlock", "text": title, "weight": "bolder", "wrap": True},
+            {"type": "TextBlock", "text": answer, "wrap": True},
+        ],
+    }

@@ -7,7 +7,7 @@ the scheduler: recommendation changes to the outbox, one auto-release pass, deli
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import httpx
@@ -19,6 +19,7 @@ from collector.actions.engine import ActionEngine, Executors
 from collector.actions.executors import Executor, SlurmExecutor, WebhookExecutor
 from collector.actions.log import ActionLog
 from collector.actions.policy import Candidate, data_problem, deadline_of, exempt_by_settings
+from collector.actions.release_commands import CommandBook
 from collector.actions.settings import ActionSettings
 from collector.cluster.outbox_claims import Holder
 from collector.config import CollectorSettings
@@ -26,7 +27,9 @@ from collector.http.alertmanager import alertmanager_route
 from collector.http.answers import AnswerRoutes
 from collector.http.auth import Gate, Token
 from collector.ledger.store import Ledger
+from collector.notify.answer_phrases import reply_languages
 from collector.notify.answer_settings import resolve_secrets
+from collector.notify.bot_auth import BotTokenVerifier
 from collector.notify.buttons import Buttons
 from collector.notify.changes import FleetIndex, ReleasePlan, gpu_name
 from collector.notify.claims import LeaderClaims
@@ -36,7 +39,13 @@ from collector.notify.messages import Links
 from collector.notify.outbox import Outbox
 from collector.notify.settings import resolve_channel
 from collector.notify.stats import NotifyExporter
-from collector.records import GpuView, Recommendation, WorkloadRef
+from collector.records import (
+    LIVE_STATUSES,
+    GpuView,
+    Recommendation,
+    RecommendationKind,
+    WorkloadRef,
+)
 from gpufleet.settings import read_secret
 
 log = logging.getLogger(__name__)
@@ -56,10 +65,13 @@ class Alerting:
     pruned_at: float = float("-inf")
     #: the auto-release policies, so that messages say which applies and when
     actions: ActionSettings = field(default_factory=ActionSettings)
+    #: the command that frees each workload's GPUs, as its executor finds it
+    commands: CommandBook | None = None
 
     def step(self, fleet: Sequence[GpuView], recs: Sequence[Recommendation], now: float) -> None:
         if self.notifier is not None:
-            self.notifier.observe(recs, fleet_index(fleet, self.actions, now), now)
+            index = fleet_index(fleet, self.actions, now, self._commands(fleet, recs))
+            self.notifier.observe(recs, index, now)
         if self.engine is not None:
             self.engine.run(fleet, recs, now)
         if self.notifier is not None:
@@ -68,14 +80,32 @@ class Alerting:
                 self.notifier.outbox.prune(now - KEEP_SENT_SECONDS)
                 self.pruned_at = now
 
+    def _commands(
+        self, fleet: Sequence[GpuView], recs: Sequence[Recommendation]
+    ) -> dict[str, str] | None:
+        """The release commands of the workloads with a standing release recommendation."""
+        if self.commands is None:
+            return None
+        refs = {ref.key: ref for view in fleet for ref in view.workloads}
+        wanted = {
+            r.workload_key
+            for r in recs
+            if r.kind is RecommendationKind.RELEASE_IDLE and r.status in LIVE_STATUSES
+        }
+        return self.commands.commands(refs[k] for k in sorted(wanted) if k in refs)
+
 
 def fleet_index(
-    fleet: Sequence[GpuView], actions: ActionSettings | None = None, now: float = 0.0
+    fleet: Sequence[GpuView],
+    actions: ActionSettings | None = None,
+    now: float = 0.0,
+    commands: Mapping[str, str] | None = None,
 ) -> FleetIndex:
     refs = {ref.key: ref for view in fleet for ref in view.workloads}
     names = {view.uuid: gpu_name(view) for view in fleet}
     plans = release_plans(fleet, actions, now) if actions is not None else {}
-    return FleetIndex(refs, {view.uuid: view.model for view in fleet}, names, plans)
+    models = {view.uuid: view.model for view in fleet}
+    return FleetIndex(refs, models, names, plans, commands or {})
 
 
 def release_plans(
@@ -148,8 +178,18 @@ def build_alerting(
         desk = Desk(
             settings.answers, settings.actions, ledger, directory, executors, fleet, announce
         )
-        routes += AnswerRoutes(AnswerDesk(desk), secrets, transport, clock).routes()
-    return Alerting(notifier, engine, routes, exporter, actions=settings.actions)
+        languages = reply_languages((c.kind, c.language) for c in notify.channels)
+        teams = (
+            BotTokenVerifier(secrets.teams_bot_app_id, settings.answers.teams_openid_url, transport)
+            if secrets.teams_bot_app_id
+            else None
+        )
+        answers = AnswerRoutes(
+            AnswerDesk(desk), secrets, transport, clock, languages=languages, teams=teams
+        )
+        routes += answers.routes()
+    commands = CommandBook(executors)
+    return Alerting(notifier, engine, routes, exporter, actions=settings.actions, commands=commands)
 
 
 def build_executors(settings: ActionSettings, transport: httpx.BaseTransport) -> Executors:

@@ -242,10 +242,11 @@ def build_collector(
         gate,
         clock,
         extra_routes=[
-            *console_routes(console, settings, gate, clock, views),
+            # the answers' /ui/answer before the console's own 404 for any other /ui/ path
+            *(alerting.routes if alerting is not None else []),
             *plans_routes(ledger, prices, settings, gate, clock),
             *savings_routes(ledger, settings, rates.currency, gate, clock),
-            *(alerting.routes if alerting is not None else []),
+            *console_routes(console, settings, gate, clock, views),
         ],
         collectors=[
             *_fleet_wide(

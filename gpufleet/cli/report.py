@@ -42,7 +42,7 @@ from gpufleet.settings import ConfigError, load_settings
 _PERIOD = re.compile(r"^(\d+(?:\.\d+)?)([hdw])$")
 _UNIT_SECONDS = {"h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
 COLUMNS = ("group", "idle_gpu_hours", "waste", "gpu_hours", "cost", "energy_kwh",
-           "estimated_energy_kwh", "carbon_kg")  # fmt: skip
+           "estimated_energy_kwh", "carbon_kg", "sm_activity_mean")  # fmt: skip
 #: CSV rows also carry the period they cover, so a file read alone says it
 CSV_COLUMNS = (*COLUMNS, "period_start", "period_end")
 TOTAL = "total"
@@ -120,6 +120,7 @@ def parse_end(text: str | None, now: float) -> float:
 
 
 def row_of(group: str, u: Usage) -> dict[str, Any]:
+    held = u.active_seconds + u.idle_seconds
     return {
         "group": group,
         "idle_gpu_hours": round(u.idle_seconds / 3600, 3),
@@ -129,6 +130,8 @@ def row_of(group: str, u: Usage) -> dict[str, Any]:
         "energy_kwh": round(u.energy_joules / 3.6e6, 3),
         "estimated_energy_kwh": round(u.estimated_energy_joules / 3.6e6, 3),
         "carbon_kg": round(u.carbon_grams / 1000, 3),
+        # "used": mean SM activity (0..1) over the held GPU-hours (efficiency_report.py)
+        "sm_activity_mean": round(u.sm_activity_seconds / held, 4) if held else 0.0,
     }
 
 

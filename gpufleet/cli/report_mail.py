@@ -2,9 +2,9 @@
 00:00 UTC) one report per configured user and team, to the channels and by email; and
 ``gpufleet report --email-preview`` to print one.
 
-A period that ended before the collector started is not sent (there is no record of what
-was sent before a restart; the chat copy is keyed by subject and period in the outbox, so
-it is never sent twice).
+Each subject's periods are claimed in the ledger before they are sent (report_log.py): a
+period that ended while the collector was down is sent when it starts, and none twice
+across restarts (the chat copy is keyed by subject and period in the outbox as well).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from collector.config import CollectorSettings
 from collector.efficiency_report import EfficiencyReport, Subject, efficiency_report
 from collector.ledger.store import Ledger
 from collector.notify.messages import Event
+from collector.notify.report_log import ReportLog
 from collector.notify.report_mail import MailError, chat_event, compose, send
 from gpufleet.settings import read_secret
 
@@ -50,32 +51,42 @@ class ReportMailer:
         self.clock = clock
         smtp = settings.reports.smtp
         self.password = read_secret(smtp.password, smtp.password_file, "reports.smtp.password")
-        self.sent_until = period_end(clock(), settings.reports.every)
+        self.log = ReportLog(ledger)
+        #: the newest period end looked at; the ledger is asked again after the next one
+        self.checked_until = float("-inf")
 
     def tick(self) -> list[EfficiencyReport]:
-        """Send the reports of a period that ended since the last tick."""
+        """Send the reports of every period that ended and was not sent (claimed) yet."""
         now = self.clock()
-        end = period_end(now, self.settings.reports.every)
-        if end <= self.sent_until:
+        every = self.settings.reports.every
+        end = period_end(now, every)
+        if end <= self.checked_until:
             return []
-        self.sent_until = end
-        return self.send_all(end, now)
+        self.checked_until = end
+        out = []
+        for subject, name in self.subjects():
+            for due in self.log.due(subject, name, every, end, now):
+                if self.log.claim(subject, name, every, due, now):
+                    out.append(self.send_one(subject, name, due, now))
+        return out
 
     def subjects(self) -> list[tuple[Subject, str]]:
         r = self.settings.reports
         return [*(("user", u) for u in r.users), *(("team", t) for t in r.teams)]
 
     def send_all(self, end: float, now: float) -> list[EfficiencyReport]:
-        out = []
-        for subject, name in self.subjects():
-            report = self.report(subject, name, end, now)
-            out.append(report)
-            if self.settings.reports.to_chat and self.announce is not None:
-                self.announce(chat_event(report), now)
-            address = self.address(subject, name)
-            if self.settings.reports.by_email and address and self.settings.reports.smtp.host:
-                self.mail(report, address)
-        return out
+        """Every subject's report for the period ending at ``end``, unrecorded (a preview
+        or a resend by hand; ``tick`` is what claims periods)."""
+        return [self.send_one(subject, name, end, now) for subject, name in self.subjects()]
+
+    def send_one(self, subject: Subject, name: str, end: float, now: float) -> EfficiencyReport:
+        report = self.report(subject, name, end, now)
+        if self.settings.reports.to_chat and self.announce is not None:
+            self.announce(chat_event(report), now)
+        address = self.address(subject, name)
+        if self.settings.reports.by_email and address and self.settings.reports.smtp.host:
+            self.mail(report, address)
+        return report
 
     def report(self, subject: Subject, name: str, end: float, now: float) -> EfficiencyReport:
         every = self.settings.reports.every

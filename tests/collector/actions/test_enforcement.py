@@ -166,8 +166,17 @@ def test_stuck_jobs_are_warned_then_released_and_nothing_else_is(tmp_path: Path)
     assert len([t for t in warnings if "sweep-worker-3283c" in t]) == 2
     opt_out = "kubectl label pod -n research sweep-worker-3283c gpufleet.io/exempt=true"
     assert any(opt_out in r.body.decode() for r in chat.received)
-    # the warnings give the command that does it by hand: the pod's Deployment, scaled
-    warned = [r.body.decode() for r in chat.received if "sweep-worker-3283c" in r.body.decode()]
+    # every message before the release gives the command that does it by hand, the
+    # opening recommendation as much as the warnings: the pod's Deployment, scaled (deleting
+    # the pod would only make the Deployment start another on the GPU)
+    about = [(t, r.body.decode()) for t, r in zip(titles, chat.received, strict=True)]
+    before = [(t, b) for t, b in about if "sweep-worker-3283c" in b and "Released" not in t]
+    assert [t.split(":")[0] for t, _ in before] == [
+        "Release 1 idle A100 held by pod research/sweep-worker-3283c",
+        "pod research/sweep-worker-3283c",
+        "pod research/sweep-worker-3283c",
+    ]
     scale = "kubectl scale deployment -n research sweep --replicas=0"
-    assert sum(scale in body for body in warned) == 2
+    assert all(scale in body for _, body in before)
+    assert not any("kubectl delete pod" in body for _, body in before)
     assert any("scancel 842992" in r.body.decode() for r in chat.received)

@@ -8,9 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from collector.actions.engine import Executors
 from collector.actions.executors import ExecutorError, SlurmExecutor, Target
 from collector.actions.kubernetes import KubernetesExecutor, api_client
+from collector.actions.release_commands import CommandBook
 from collector.actions.settings import KubernetesSettings, SlurmSettings
+from collector.records import WorkloadRef
 from tests.collector.actions import fake_scancel
 from tests.collector.actions.fake_kubernetes import TOKEN, FakeKubernetes, FakePod
 
@@ -160,3 +163,29 @@ def test_the_webhook_executor_posts_a_signed_release_request() -> None:
             WebhookExecutor(receiver.url, secret, httpx.HTTPTransport()).release(target, "idle")
     finally:
         receiver.close()
+
+
+def test_release_commands_come_from_the_executor_once_per_workload(
+    cluster: FakeKubernetes, tmp_path: Path
+) -> None:
+    book = CommandBook(Executors(kubernetes=executor(cluster, tmp_path)))
+    refs = [
+        WorkloadRef(f"pod:ml/{name}", "kubernetes_pod", name, "ml")
+        for name in ("web-7d9f8-abcde", "db-0", "gone-pod")
+    ]
+    job = WorkloadRef("slurm:842992", "slurm_job", "842992", "gpu")
+    assert book.commands([*refs, job]) == {
+        "pod:ml/web-7d9f8-abcde": "kubectl scale deployment -n ml web --replicas=0",
+        "pod:ml/db-0": "kubectl scale statefulset -n ml db --replicas=0",
+        "pod:ml/gone-pod": "kubectl delete pod -n ml gone-pod",  # not found: the key's own
+        "slurm:842992": "scancel 842992",  # no Slurm executor: the key's own
+    }
+    asked = len(cluster.calls)
+    assert book.commands(refs[:1])["pod:ml/web-7d9f8-abcde"].startswith("kubectl scale")
+    assert len(cluster.calls) == asked  # kept: the API is not asked again
+    cluster.forbid.add("GET")  # the API refuses: the key's own command, asked again later
+    assert book.commands(refs[1:2]) == {"pod:ml/db-0": "kubectl delete pod -n ml db-0"}
+    cluster.forbid.clear()
+    assert book.commands(refs[1:2]) == {
+        "pod:ml/db-0": "kubectl scale statefulset -n ml db --replicas=0"
+    }

@@ -104,6 +104,8 @@ def test_parts_of_a_busy_hour_price_by_fraction_and_energy_by_use() -> None:
     assert math.isclose(parts[ra].cost, 2.0) and math.isclose(parts[rb].idle_cost, 5.0)
     assert (parts[ra].energy_joules, parts[rb].energy_joules) == (3.6e6, 0.0)
     assert parts[ra].cost + parts[rb].cost <= sums.usage(10.0, allocated=True).cost
+    # used: a's own 60 % of the GPU, at most the 20 % it holds; b's none
+    assert (parts[ra].sm_activity_seconds, parts[rb].sm_activity_seconds) == (720.0, 0.0)
 
 
 @given(
@@ -134,3 +136,4 @@ def test_holders_never_cost_more_than_the_gpu_nor_idle_longer_than_they_hold(
         held = use.fractions[ref] * (gpu.active_seconds + gpu.idle_seconds)
         assert part.idle_seconds <= held * (1 + 1e-9) + 1e-12
         assert part.active_seconds + part.idle_seconds == pytest.approx(held)
+        assert 0.0 <= part.sm_activity_seconds <= held * (1 + 1e-9) + 1e-12  # mean in 0..1

@@ -115,3 +115,27 @@ def test_summing_a_run_of_intervals_equals_accounting_each(
         for ref, share in shares.items():
             expected = getattr(parts[ref], name)
             assert getattr(workload_part(summed, share), name) == pytest.approx(expected, rel=1e-12)
+
+
+def test_sm_activity_seconds_cover_the_known_seconds_with_a_reading() -> None:
+    """SM activity x seconds: active and idle seconds count at their starting sample's SM
+    activity; unknown seconds and seconds with no SM reading add nothing."""
+    readings = [  # (activity, seconds, sm_activity)
+        (Activity.ACTIVE, 600.0, 0.8),
+        (Activity.ACTIVE, 300.0, None),  # DRAM-active, the GPU gave no SM reading
+        (Activity.IDLE, 1200.0, 0.005),
+        (Activity.UNKNOWN, 900.0, 0.9),  # stale: not held time, not counted
+        (Activity.ACTIVE, 600.0, 1.2),  # past the physical bound: counts as 1
+    ]
+    sums, start = IntervalSums(), 0.0
+    for activity, seconds, sm in readings:
+        iv = Interval("G", "n", "H100", start, start + seconds, activity, 0.0, False, {A: 1.0},
+                      sm_activity=sm)  # fmt: skip
+        sums.add(iv, 1.0, 0.0)
+        start += seconds
+    gpu = sums.usage(4.0, allocated=True)
+    assert gpu.sm_activity_seconds == pytest.approx(0.8 * 600 + 0.005 * 1200 + 600)
+    part = workload_part(gpu, 0.25)
+    assert part.sm_activity_seconds == pytest.approx(gpu.sm_activity_seconds / 4)
+    held = gpu.active_seconds + gpu.idle_seconds
+    assert gpu.sm_activity_seconds / held == pytest.approx((480 + 6 + 600) / 2700)

@@ -45,8 +45,10 @@ def test_keep_from_slack_exempts_for_4_h_and_a_stranger_cannot_release(tmp_path:
             if answer_values(m)
         ]
         body = json.dumps(opened)
-        # the message says what to do, where to look and whom it concerns
-        assert "kubectl delete pod -n research sweep-worker-3283c" in body
+        # the message says what to do, where to look and whom it concerns; the pod is its
+        # Deployment's, so what frees the GPU is scaling that to zero (not deleting the pod)
+        assert "kubectl scale deployment -n research sweep --replicas=0" in body
+        assert "kubectl delete pod" not in body
         assert f"{rig.url}/ui/recommendations?id={quote(pod_rec, safe='')}" in body
         assert "<!subteam^S0SEARCH>" in body
         assert answer_values(opened) == [pod_rec] * 3

@@ -6,6 +6,7 @@ and ``--by team`` for the same period; ``gpufleet report --email-preview`` print
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from email import message_from_string, policy
@@ -14,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from agent.sources.simulated.source import build_fleet
+from agent.model import Workload
+from agent.sources.simulated.source import SimulatedFleet, build_fleet
 from collector.config import CollectorSettings
 from gpufleet.cli.collector import build_collector, serve
 from gpufleet.cli.demo_fleet import SimClock
@@ -72,6 +74,32 @@ def gpufleet_report(db: Path, config: Path, *args: str) -> str:
         check=True,
     )
     return done.stdout
+
+
+def true_sm_mean(
+    fleet: SimulatedFleet, subject: str, name: str, t0: float, t1: float, epoch: float
+) -> float:
+    """The simulator's SM activity at each sample time in [t0, t1) of the GPUs the subject
+    held then, over the held sample time (a reading holds until the next sample)."""
+    held = busy = 0.0
+    first = epoch + math.ceil((t0 - epoch) / STEP) * STEP
+    for uuid in fleet.gpu_uuids:
+        t = first
+        while t < t1:
+            holder = fleet.holder(uuid, t)
+            if holder is not None and _true_subject(holder, subject) == name:
+                held += STEP
+                busy += fleet.true_activity(uuid, t)[0] * STEP
+            t += STEP
+    return busy / held
+
+
+def _true_subject(holder: Workload, subject: str) -> str | None:
+    """Who the simulator made a workload's user or team: a Slurm job carries its user,
+    a pod names its user in its labels (``gpufleet.io/owner``), as a real pod would."""
+    if subject == "user":
+        return holder.user or holder.labels.get("gpufleet.io/owner")
+    return str(getattr(holder, subject))
 
 
 def row(report: dict[str, Any], group: str) -> dict[str, Any]:
@@ -145,9 +173,15 @@ def test_daily_report_by_email_and_chat_equals_gpufleet_report(tmp_path: Path) -
             theirs["energy_kwh"],
             theirs["carbon_kg"],
         )
+        assert f.sm_activity_mean == theirs["sm_activity_mean"]
         assert f.held_gpu_hours > 0 and f.idle_gpu_hours > 0
         assert ours.previous.held_gpu_hours > 0  # the day before: the trend has a base
     assert search.worst_jobs and search.open_recommendations == []  # evaluate never ran
+    # "used" is the mean SM activity over the held time: the simulator's, sample by sample
+    for ours, subject in ((emeka, "user"), (search, "team")):
+        truth = true_sm_mean(fleet, subject, ours.name, ours.start, ours.end, start)
+        assert ours.figures.sm_activity_mean == pytest.approx(truth, abs=1e-3)
+    assert search.figures.sm_activity_mean > 0.01  # a team that used its GPUs, some
 
     # by email: STARTTLS, authenticated, to the directory's addresses, text and HTML
     assert sorted(m.rcpt_tos[0] for m in mails) == ["emeka@example.org", "search-team@example.org"]
@@ -165,6 +199,7 @@ def test_daily_report_by_email_and_chat_equals_gpufleet_report(tmp_path: Path) -
     idle = f"{search.figures.idle_gpu_hours:,.2f} h"
     assert f"GPU-hours idle: {idle}" in plain and idle in html
     assert f"{search.figures.wasted:,.2f} USD" in plain
+    assert f"Used (mean SM activity): {search.figures.sm_activity_mean:.1%}" in plain
     assert search.worst_jobs[0].workload_key in plain and search.worst_jobs[0].workload_key in html
 
     # to chat: one message per report, naming the figures

@@ -9,10 +9,11 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from collector.actions.answers import Desk, refusal
+from collector.actions.answers import Answer, AnswerDesk, Desk, refusal
 from collector.actions.engine import Executors
 from collector.actions.settings import ActionSettings
 from collector.ledger.store import Ledger
+from collector.notify.answer_phrases import reply_languages
 from collector.notify.answer_settings import AnswerSecrets, AnswerSettings
 from collector.notify.buttons import Buttons
 from collector.notify.callbacks import read_link
@@ -20,7 +21,15 @@ from collector.notify.directory import Directory
 from collector.notify.links import Links
 from collector.notify.messages import Event, Facts, render
 from collector.notify.settings import Channel, ContactSettings
-from collector.records import WorkloadRef
+from collector.records import (
+    GpuState,
+    GpuView,
+    Recommendation,
+    RecommendationKind,
+    RecommendationStatus,
+    Savings,
+    WorkloadRef,
+)
 from gpufleet.cli.report_mail import period_end
 
 POD = WorkloadRef("pod:ml/nb", "kubernetes_pod", "nb", "ml", "vision", "alice")
@@ -107,3 +116,57 @@ def test_report_periods_end_at_utc_midnight_and_monday() -> None:
     assert period_end(wednesday_noon, "daily") == 1_767_139_200.0  # 2025-12-31 00:00
     assert period_end(wednesday_noon, "weekly") == 1_766_966_400.0  # Monday 2025-12-29 00:00
     assert period_end(1_766_966_400.0, "weekly") == 1_766_966_400.0
+
+
+def test_replies_are_in_chinese_for_a_service_whose_channels_are_zh(tmp_path: Path) -> None:
+    assert reply_languages(
+        [("feishu", "zh"), ("lark", "zh"), ("slack", "en"), ("dingtalk", "zh"), ("slack", "zh")]
+    ) == {"feishu": "zh", "slack": "en", "dingtalk": "zh"}  # mixed Slack channels: English
+    rec = Recommendation(
+        id=f"release_idle:{POD.key}",
+        kind=RecommendationKind.RELEASE_IDLE,
+        subject=POD.key,
+        title="Release 1 idle H100",
+        evidence={},
+        savings=Savings(100.0, 10.0, 4.0, "USD", money_per_hour=0.14),
+        status=RecommendationStatus.OPEN,
+        opened_at=1e9,
+        updated_at=1e9,
+        gpu_uuids=("G1",),
+        node="n1",
+        workload_key=POD.key,
+        namespace="ml",
+    )
+    held = GpuView("G1", "n1", 0, "H100", "NVIDIA H100", GpuState.ALLOCATED_IDLE, 1e9, (POD,))
+    users = {**USERS, "alice": ContactSettings(team="vision", feishu="ou_alice")}
+    users["carol"] = ContactSettings(team="speech", feishu="ou_carol")
+    with Ledger.open(str(tmp_path / "l.db")) as ledger:
+        ledger.upsert_recommendations([rec])
+        desk = AnswerDesk(
+            Desk(
+                AnswerSettings(),
+                ActionSettings(),
+                ledger,
+                Directory(users),
+                Executors(),
+                lambda now: [held],
+            )
+        )
+
+        def press(id_: str, user: str, action: str, language: str) -> str:
+            answer = Answer(id_, "feishu", user, action, rec.id, language=language)
+            return desk.answer(answer, 1e9).text
+
+        assert press("1", "ou_carol", "keep", "zh") == (
+            "已拒绝：carol 无权对 Pod ml/nb 执行“保留”：它属于用户 alice，"
+            "只有其用户、所在组或管理员（answers.operators）可以操作"
+        )
+        assert press("2", "ou_nobody", "keep", "zh").startswith(
+            "已拒绝：Feishu 用户 'ou_nobody' 不在 gpufleet 的用户目录中"
+        )
+        assert press("3", "ou_alice", "keep", "zh") == (
+            "alice 已保留 4 小时：2001-09-09 05:46 UTC 之前不会自动释放 Pod ml/nb"
+        )
+        assert press("3", "ou_alice", "keep", "zh") == "已收到过这次操作，未再执行。"
+        assert press("4", "ou_alice", "release", "en").startswith("Not released: auto-release")
+        assert press("5", "ou_alice", "release", "zh").startswith("未释放：ml 未开启自动释放")

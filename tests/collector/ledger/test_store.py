@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from collector.actions.answer_log import AnswerLog, AnswerRecord
 from collector.ledger.schema import MIGRATIONS, USAGE_COLUMNS
 from collector.ledger.store import (
     BatchRecord,
@@ -332,3 +333,23 @@ def test_a_failed_group_acks_none_of_its_batches(tmp_path: Path) -> None:
         # not acknowledged before; the log goes on in the next segment
         assert ledger.record_batches(group) == [2 << 32 | 1, 2 << 32 | 2]
         assert [body for _, body in ledger.pending_batches()] == [b"{}", b"{}"]
+
+
+def test_prune_drops_answers_past_retention_but_not_a_keep_still_running(ledger: Ledger) -> None:
+    answers = AnswerLog(ledger)
+    old, recent = T0, T0 + 10 * DAY
+
+    def answer(id_: str, at: float, kept_until: float | None = None) -> AnswerRecord:
+        outcome = "kept" if kept_until is not None else "dismissed"
+        return AnswerRecord(
+            id_, at, "slack", "U1", "ana", "keep", "rec-1", POD.key, outcome, "", kept_until
+        )
+
+    answers.record(answer("old-dismiss", old))
+    answers.record(answer("old-keep-long", old, kept_until=recent + DAY))  # still running
+    answers.record(answer("old-keep-over", old, kept_until=old + 4 * HOUR_SECONDS))
+    answers.record(answer("recent", recent))
+    removed = ledger.prune(now=recent + HOUR_SECONDS, retention_days=5)
+    assert removed == 2
+    assert sorted(a.id for a in answers.answers()) == ["old-keep-long", "recent"]
+    assert answers.kept_until(POD.key, recent) == recent + DAY
