@@ -18,7 +18,9 @@ from collector.actions.answers import AnswerDesk, Desk
 from collector.actions.engine import ActionEngine, Executors
 from collector.actions.executors import Executor, SlurmExecutor, WebhookExecutor
 from collector.actions.log import ActionLog
+from collector.actions.node_executors import NodeExecutor, SlurmDrain
 from collector.actions.policy import Candidate, data_problem, deadline_of, exempt_by_settings
+from collector.actions.remediation import Remediator
 from collector.actions.settings import ActionSettings
 from collector.config import CollectorSettings
 from collector.http.alertmanager import alertmanager_route
@@ -54,12 +56,16 @@ class Alerting:
     pruned_at: float = float("-inf")
     #: the auto-release policies, so that messages say which applies and when
     actions: ActionSettings = field(default_factory=ActionSettings)
+    #: cordons or drains nodes with broken GPUs (actions.remediation)
+    remedy: Remediator | None = None
 
     def step(self, fleet: Sequence[GpuView], recs: Sequence[Recommendation], now: float) -> None:
         if self.notifier is not None:
             self.notifier.observe(recs, fleet_index(fleet, self.actions, now), now)
         if self.engine is not None:
             self.engine.run(fleet, recs, now)
+        if self.remedy is not None:
+            self.remedy.run(fleet, recs, now)
         if self.notifier is not None:
             self.notifier.deliver(now)
             if now - self.pruned_at >= PRUNE_EVERY_SECONDS:
@@ -110,7 +116,8 @@ def build_alerting(
     """None when no channel is configured and every auto-release policy is off.
     ``fleet``: the live fleet, for answers from chat (without it: no answer routes)."""
     notify = settings.notifications
-    if not notify.channels and not settings.actions.any_enabled():
+    remedying = settings.actions.remediation.mode != "off"
+    if not notify.channels and not settings.actions.any_enabled() and not remedying:
         return None
     transport = transport or httpx.HTTPTransport()
     notifier = None
@@ -139,7 +146,24 @@ def build_alerting(
             settings.answers, settings.actions, ledger, directory, executors, fleet, announce
         )
         routes += AnswerRoutes(AnswerDesk(desk), secrets, transport, clock).routes()
-    return Alerting(notifier, engine, routes, exporter, actions=settings.actions)
+    remedy = None
+    if remedying:
+        nodes = build_node_executors(settings.actions)
+        remedy = Remediator(settings.actions, ActionLog(ledger), nodes, announce)
+    return Alerting(notifier, engine, routes, exporter, actions=settings.actions, remedy=remedy)
+
+
+def build_node_executors(settings: ActionSettings) -> dict[str, NodeExecutor]:
+    """The enabled executors that take a node out of service, by kind."""
+    out: dict[str, NodeExecutor] = {}
+    if settings.kubernetes.enabled:
+        from collector.actions.kubernetes import api_client
+        from collector.actions.node_executors import KubernetesCordon
+
+        out["kubernetes"] = KubernetesCordon(api_client(settings.kubernetes))
+    if settings.slurm.enabled:
+        out["slurm"] = SlurmDrain(settings.slurm)
+    return out
 
 
 def build_executors(settings: ActionSettings, transport: httpx.BaseTransport) -> Executors:
