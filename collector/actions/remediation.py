@@ -171,8 +171,9 @@ def planned(remedy: Remedy, kind: str) -> NodeInspection:
         action, undo = drain_commands(remedy.node, remedy.reason)
     elif kind == "kubernetes":
         action, undo = cordon_commands(remedy.node)
-    else:
-        action = undo = ""
+    else:  # holders of both kinds, or none, and no executor enabled to say which
+        action = f"take node {remedy.node} out of service (set actions.remediation.via)"
+        undo = ""
     return NodeInspection(True, False, action, undo)
 
 

@@ -10,23 +10,25 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from collector.actions.kubernetes import api_client
 from collector.actions.log import ActionLog
 from collector.actions.node_executors import REASON_ANNOTATION, KubernetesCordon, NodeExecutor
-from collector.actions.remediation import Remediator
-from collector.actions.remedies import faults_of
+from collector.actions.remediation import Remediator, planned
+from collector.actions.remedies import executor_kind, faults_of, remedies
 from collector.actions.settings import ActionSettings, KubernetesSettings, RemediationSettings
 from collector.analysis.carbon import CarbonContext
 from collector.analysis.cost import PriceBook
-from collector.config import AnalysisSettings
+from collector.config import AnalysisSettings, CollectorSettings
 from collector.ledger.store import Ledger
 from collector.notify.links import Links
 from collector.notify.messages import Event, as_markdown, render
 from collector.recommend.broken_gpus import broken_gpus
 from collector.recommend.rules import RecommendPolicy, RuleContext
-from collector.records import GpuState, GpuView, Recommendation
+from collector.records import GpuState, GpuView, Recommendation, WorkloadRef
+from gpufleet.cli.alerting import build_alerting
 from gpufleet.settings import ConfigError
 from tests.collector.actions.fake_kubernetes import TOKEN, FakeKubernetes
 from tests.collector.recommend.work_windows import JOB, gpu, window
@@ -203,8 +205,6 @@ def test_enforce_without_an_executor_is_refused_naming_the_key() -> None:
 
 
 def test_the_collector_runs_it_even_without_a_chat_channel(tmp_path: Path) -> None:
-    from collector.config import CollectorSettings
-    from gpufleet.cli.alerting import build_alerting
 
     actions = ActionSettings(remediation=RemediationSettings(mode="dry_run"))
     ledger = Ledger.open(str(tmp_path / "ledger.db"))
@@ -215,3 +215,15 @@ def test_the_collector_runs_it_even_without_a_chat_channel(tmp_path: Path) -> No
         assert [e.decision for e in ActionLog(ledger).entries()] == ["dry_run"]
     finally:
         ledger.close()
+
+
+def test_a_node_no_executor_fits_says_which_setting_decides() -> None:
+
+    slurm = WorkloadRef("slurm:42", "slurm_job", "42", "debug")
+    mixed = [msgspec.structs.replace(v, workloads=(JOB, slurm)) for v in views()]
+    assert executor_kind("n1", mixed, "auto", []) == ""
+    assert executor_kind("n1", mixed, "auto", ["slurm"]) == "slurm"
+    assert executor_kind("n1", views(), "auto", ["kubernetes", "slurm"]) == "kubernetes"
+    assert executor_kind("n1", views(), "slurm", []) == "slurm"
+    (remedy,) = remedies(mixed, recs(XID), ["xid"])
+    assert planned(remedy, "").action == "take node n1 out of service (set actions.remediation.via)"
