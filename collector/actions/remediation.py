@@ -101,12 +101,15 @@ class Remediator:
     def _enforce(self, remedy: Remedy, kind: str, now: float) -> LogEntry | None:
         stage = f"remedy:{remedy.fingerprint}"
         executor = self.executors.get(kind)
+        # not reaching the node is recorded and announced once and tried again each pass:
+        # only a step carried out (or found needless) is final for the condition
+        error = f"remedy-error:{remedy.fingerprint}"
         if executor is None:  # settings refuse enforce without one; a node's holders may not
-            return self._finish(remedy, stage, "failed", f"no {kind or 'node'} executor", now)
+            return self._finish(remedy, error, "failed", f"no {kind or 'node'} executor", now)
         try:
             seen = executor.inspect(remedy.node, remedy.reason)
         except ExecutorError as err:
-            return self._finish(remedy, stage, "failed", f"cannot inspect: {err}", now)
+            return self._finish(remedy, error, "failed", f"cannot inspect: {err}", now)
         if not seen.exists or seen.out:
             why = "target_gone" if not seen.exists else "already_out"
             return self._finish(remedy, stage, "skipped", seen.detail, now, why, seen)

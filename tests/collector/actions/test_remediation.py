@@ -227,3 +227,13 @@ def test_a_node_no_executor_fits_says_which_setting_decides() -> None:
     assert executor_kind("n1", views(), "slurm", []) == "slurm"
     (remedy,) = remedies(mixed, recs(XID), ["xid"])
     assert planned(remedy, "").action == "take node n1 out of service (set actions.remediation.via)"
+
+
+def test_an_api_that_refuses_is_announced_once_and_tried_again(enforcing: Rig) -> None:
+    enforcing.cluster.forbid.add("GET")
+    assert enforcing.run(views(), recs(XID)) == ["remedy-error=failed"]
+    assert enforcing.run(views(), recs(XID), NOW + 30) == []  # recorded once, no new message
+    assert len(enforcing.announced) == 1 and "HTTP 403" in enforcing.announced[0].facts.detail
+    enforcing.cluster.forbid.clear()
+    assert enforcing.run(views(), recs(XID), NOW + 60) == ["remedy=acted"]
+    assert enforcing.cluster.nodes["n1"]["unschedulable"] is True
