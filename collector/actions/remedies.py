@@ -36,6 +36,8 @@ class Fault:
     uuid: str
     index: int | None
     condition: str  # off_bus | xid | ecc | missing
+    #: the hardware XID codes it logged (the evidence's, when it has them)
+    xids: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -52,14 +54,22 @@ class Remedy:
 
     @property
     def reason(self) -> str:
-        """``gpufleet: GPU 3 hardware XID; GPU 5 missing from NVML``."""
+        """``gpufleet: GPU 3 XID 79 (fell off the bus); GPU 5 missing from NVML``."""
         order = sorted(self.faults, key=lambda f: (f.index is None, f.index or 0, f.uuid))
-        parts = [f"GPU {_gpu(f)} {CONDITION_WORDS[f.condition]}" for f in order]
+        parts = [f"GPU {_gpu(f)} {_words(f)}" for f in order]
         return "gpufleet: " + "; ".join(parts)
 
 
 def _gpu(f: Fault) -> str:
     return str(f.index) if f.index is not None else f.uuid
+
+
+def _words(f: Fault) -> str:
+    """``XID 48, 63``; ``XID 79 (fell off the bus)``; ``missing from NVML``."""
+    codes = "XID " + ", ".join(str(x) for x in f.xids) if f.xids else ""
+    if f.condition == "xid":
+        return codes or CONDITION_WORDS["xid"]
+    return f"{codes} ({CONDITION_WORDS[f.condition]})" if codes else CONDITION_WORDS[f.condition]
 
 
 def _listed(value: object) -> list[object]:
@@ -74,7 +84,8 @@ def faults_of(
     for b in _listed(rec.evidence.get("broken")):
         if isinstance(b, dict) and b.get("condition") in conditions:
             uuid = str(b.get("gpu"))
-            found.setdefault(uuid, Fault(uuid, index.get(uuid), str(b["condition"])))
+            xids = tuple(x for x in _listed(b.get("xids")) if isinstance(x, int))
+            found.setdefault(uuid, Fault(uuid, index.get(uuid), str(b["condition"]), xids))
     for key, cond in (("lost_gpus", "off_bus"), ("missing_gpus", "missing")):
         for gpu in _listed(rec.evidence.get(key)) if cond in conditions else []:
             found.setdefault(str(gpu), Fault(str(gpu), index.get(str(gpu)), cond))

@@ -278,3 +278,27 @@ def test_report_bottlenecks_gives_the_api_figures(
         capture_output=True, text=True, check=True, timeout=60,
     )  # fmt: skip
     assert "Why it wastes" in table.stdout
+
+
+def test_each_xid_faulted_gpu_names_the_xids_the_simulator_logged(rig: FleetRig) -> None:
+    """A broken GPU's evidence carries its hardware XID codes (remediation's drain reason
+    quotes them): the codes the simulator made that GPU log, no more and no fewer."""
+    from collector.analysis.verdicts import HARDWARE_XIDS
+
+    with httpx.Client(base_url=rig.url, timeout=10, headers=AUTH) as client:
+        answer = client.get("/v1/recommendations", params={"kind": "broken_gpus"}).json()
+    items = answer["recommendations"] if isinstance(answer, dict) else answer
+    broken = [b for r in items for b in r["evidence"]["broken"] if b["condition"] == "xid"]
+    assert broken, "the pathology fleet has XID-faulted GPUs"
+    by_key = {j.workload.key: j for j in rig.fleet.jobs}
+    for entry in broken:
+        gpu, job = rig.fleet.gpu(entry["gpu"]), by_key[entry["workload"]]
+        logged: set[int] = set()
+        t = rig.start
+        while t <= rig.start + RUN_SECONDS:
+            segment = gpu.segment_at(t)
+            sm, _ = gpu.activity(segment)
+            signals = gpu_signals(job, gpu.model, gpu.key, segment, sm, gpu.lags(job))
+            logged |= HARDWARE_XIDS.intersection(signals.xid_errors)
+            t += STEP_SECONDS
+        assert logged and entry["xids"] == sorted(logged), entry

@@ -64,7 +64,7 @@ def recs(*gpus: object, fleet: list[GpuView] | None = None) -> list[Recommendati
     return broken_gpus(fleet or [], [window(list(gpus))], ctx, {})  # type: ignore[arg-type]
 
 
-XID = gpu(3, fault_xid_samples=3)
+XID = gpu(3, fault_xid_samples=3, fault_xids=(48, 63))
 HOT = gpu(2, throttled_share=0.8, clock_ratio=0.6)
 
 
@@ -129,7 +129,7 @@ def test_dry_run_says_what_it_would_do_and_touches_nothing(tmp_path: Path) -> No
         text = as_markdown(render([event], "en", Links()))
         assert "Dry run: would take node n1 out of service" in text
         assert "To do it by hand: `kubectl cordon n1`" in text
-        assert "gpufleet: GPU 3 hardware XID" in text
+        assert "gpufleet: GPU 3 XID 48, 63" in text
 
 
 def test_enforce_cordons_once_and_says_how_to_undo(enforcing: Rig) -> None:
@@ -137,7 +137,7 @@ def test_enforce_cordons_once_and_says_how_to_undo(enforcing: Rig) -> None:
     assert enforcing.run(views(), found) == ["remedy=acted"]
     node = enforcing.cluster.nodes["n1"]
     assert node["unschedulable"] is True
-    assert node["annotations"][REASON_ANNOTATION] == "gpufleet: GPU 3 hardware XID"
+    assert node["annotations"][REASON_ANNOTATION] == "gpufleet: GPU 3 XID 48, 63"
     assert enforcing.cluster.nodes["n2"]["unschedulable"] is False
     patches = [c for c in enforcing.cluster.mutations() if c.method == "PATCH"]
     assert [c.path for c in patches] == ["/api/v1/nodes/n1"]
@@ -237,3 +237,16 @@ def test_an_api_that_refuses_is_announced_once_and_tried_again(enforcing: Rig) -
     enforcing.cluster.forbid.clear()
     assert enforcing.run(views(), recs(XID), NOW + 60) == ["remedy=acted"]
     assert enforcing.cluster.nodes["n1"]["unschedulable"] is True
+
+
+def test_the_reason_names_each_gpu_its_xids_and_its_condition() -> None:
+    lost = gpu(0, samples=360, unhealthy_samples=360, sm_mean=None, used_share=0.0,
+               fault_xid_samples=1, fault_xids=(79,))  # fmt: skip
+    quiet = gpu(1, fault_xid_samples=2)  # an XID whose code the window did not keep
+    remap = gpu(2, remap_pending_samples=5)
+    fleet = views()
+    (remedy,) = remedies(fleet, recs(lost, quiet, remap, fleet=fleet), ["off_bus", "xid", "ecc"])
+    assert remedy.reason == (
+        "gpufleet: GPU 0 XID 79 (fell off the bus); GPU 1 hardware XID; "
+        "GPU 2 uncorrectable ECC / row remap pending"
+    )

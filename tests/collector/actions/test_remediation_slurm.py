@@ -62,7 +62,7 @@ def test_a_node_with_an_xid_gpu_drains_and_the_undo_resumes_it(
         )
         for i in range(4)
     ]
-    found = recs(gpu(3, node=cluster.node, fault_xid_samples=3))
+    found = recs(gpu(3, node=cluster.node, fault_xid_samples=3, fault_xids=(79,)))
     settings = ActionSettings(
         slurm=SlurmSettings(enabled=True), remediation=RemediationSettings(mode="enforce")
     )
@@ -80,7 +80,7 @@ def test_a_node_with_an_xid_gpu_drains_and_the_undo_resumes_it(
         ledger.close()
     state, reason = node_state(cluster)
     assert "DRAIN" in state  # MIXED+DRAIN: draining, its job still runs
-    assert reason == "gpufleet: GPU 3 hardware XID"
+    assert reason == "gpufleet: GPU 3 XID 79"
     sinfo = cluster.run("sinfo", "-h", "-n", cluster.node, "-o", "%t").split()
     assert sinfo and sinfo[0] in ("drng", "drain")
     assert cluster.job(job)["job_state"] == "RUNNING"  # type: ignore[index]
