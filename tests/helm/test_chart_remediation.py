@@ -22,6 +22,7 @@ def test_off_and_dry_run_need_no_rbac() -> None:
         out = render(values)
         assert not RBAC_KINDS & set(out.kinds()), values
         assert collector(out)["automountServiceAccountToken"] is False
+        assert "may cordon" not in out.notes
 
 
 def test_enforce_grants_nodes_get_and_patch_and_nothing_else(tmp_path: Path) -> None:
@@ -31,6 +32,7 @@ def test_enforce_grants_nodes_get_and_patch_and_nothing_else(tmp_path: Path) -> 
     account = out.one("ServiceAccount")["metadata"]["name"]
     assert collector(out)["serviceAccountName"] == account
     assert out.one("ClusterRoleBinding")["subjects"][0]["name"] == account
+    assert "Remediation of nodes with broken GPUs: enforce (the collector may cordon" in out.notes
     actions = load_collector(out, tmp_path).actions
     assert actions.remediation.mode == "enforce" and actions.kubernetes.enabled
     assert actions.policy_for("anything").mode == "off"  # auto-release stays off
