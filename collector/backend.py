@@ -121,6 +121,9 @@ class WorkloadReport:
     #: idle episodes in the range at least ``analysis.min_episode_seconds`` long
     idle_episodes: int = 0
     longest_idle_seconds: float = 0.0
+    #: the top of a pod's owner chain ("Deployment/ml/llm-serve"), a Slurm job's user
+    #: ("User/alice"); "" when unknown
+    owner: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +178,12 @@ class EnergyTotal(msgspec.Struct, frozen=True, gc=False):
     estimated_energy_joules: float = 0.0
     #: when the workload last held a GPU (event time); inf for the unallocated row
     last_seen: float = math.inf
+    #: the workload's owner (``Kind/namespace/name``), user, queue and priority class,
+    #: "" when unknown
+    owner: str = ""
+    user: str = ""
+    queue: str = ""
+    priority_class: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,6 +311,10 @@ class CollectorBackend(Protocol):
 
     def dismiss(self, rec_id: str, now: float) -> Recommendation | None:
         """Mark a recommendation dismissed; None when no recommendation has that id."""
+        ...
+
+    def restore(self, rec_id: str, now: float) -> Recommendation | None:
+        """Undo a dismissal (open again); None when no recommendation has that id."""
         ...
 
     def health(self) -> HealthReport: ...

@@ -13,6 +13,7 @@ from pathlib import Path
 from collector.actions.settings import ActionSettings
 from collector.cluster.settings import ClusterSettings
 from collector.influx.settings import InfluxSettings
+from collector.kube.settings import KubeMetadataSettings
 from collector.notify.answer_settings import AnswerSettings
 from collector.notify.report_settings import ReportSettings
 from collector.notify.settings import NotificationSettings
@@ -274,6 +275,8 @@ class CollectorSettings:
     answers: AnswerSettings = field(default_factory=AnswerSettings)
     #: efficiency reports per user and team, to chat and by email
     reports: ReportSettings = field(default_factory=ReportSettings)
+    #: pod metadata from the API server: owners, teams, users (collector/kube)
+    kubernetes: KubeMetadataSettings = field(default_factory=KubeMetadataSettings)
 
     def __post_init__(self) -> None:
         forget, stale = self.ingest.forget_after_seconds, self.analysis.stale_after_seconds

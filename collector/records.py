@@ -38,6 +38,13 @@ class GpuState(enum.StrEnum):
     UNKNOWN = "unknown"  # no fresh data
 
 
+#: the ``Workload.labels`` key that names a pod's owner, the top of its owner chain as
+#: ``Kind/namespace/name`` ("Deployment/ml/llm-serve"); set at ingest (collector/kube)
+OWNER_LABEL = "k8s_owner"
+#: ... its scheduler queue (Kueue, Volcano) and priority class, likewise
+QUEUE_LABEL, PRIORITY_CLASS_LABEL = "k8s_queue", "k8s_priority_class"
+
+
 @dataclass(frozen=True, slots=True)
 class WorkloadRef:
     """The part of agent.model.Workload the collector aggregates by."""
@@ -48,6 +55,11 @@ class WorkloadRef:
     namespace: str = ""  # k8s namespace, or the Slurm account/partition where known
     team: str = ""
     user: str = ""
+    #: the top of a pod's owner chain, ``Kind/namespace/name``; "" when none is known
+    owner: str = ""
+    #: a pod's scheduler queue and priority class; "" when none
+    queue: str = ""
+    priority_class: str = ""
 
 
 class Interval(msgspec.Struct, gc=False):

@@ -27,6 +27,7 @@ from collector.fleet.live import LiveFleet
 from collector.ingest.decode import accept_body
 from collector.ingest.queue import IngestQueue
 from collector.ingest.stats import IngestStats
+from collector.kube.enrich import WorkloadEnricher, keys_of
 from collector.ledger import live_gpus
 from collector.ledger.observers import Observers
 from collector.ledger.sql import Connection
@@ -60,6 +61,11 @@ class ReplicaService(CollectorService):
             self.accountant.workload_models(),
             self.rates.currency,
         )
+
+    def ledger_totals(self) -> reports.LedgerTotals:
+        """Read from the ledger: every replica's commits, not only this one's (the
+        leader's /metrics exports them, collector/metrics/replica_scope.py)."""
+        return RunningTotals(self.ledger).snapshot(self.accountant.workload_models())
 
     def read_version(self) -> ReadVersion:
         version = self.sharded.version + self.ledger.writes  # any replica's, and ours now
@@ -113,8 +119,11 @@ def build_replica_core(
     rates: Rates,
     leases: Callable[[], LeaseState],
     clock: Callable[[], float] = time.time,
+    enrich: Callable[[Batch], Batch] | None = None,
 ) -> CollectorCore:
-    """The core of one replica; ``leases`` is its keeper's state now."""
+    """The core of one replica; ``leases`` is its keeper's state now; ``enrich`` as
+    ``CollectorCore.build``'s, applied where a shard's owner takes a batch."""
+    attribute = enrich or WorkloadEnricher(keys_of(settings.kubernetes))
     stats, observers, health = IngestStats(), Observers(), WriteHealth(clock)
     totals = RunningTotals(ledger)
     observers.attach(totals)
@@ -133,7 +142,7 @@ def build_replica_core(
         return fleet, applier
 
     def check(body: bytes, at: float) -> Batch:
-        return accept_body(body, None, at, settings)
+        return attribute(accept_body(body, None, at, settings))
 
     shards = settings.cluster.shard_count
     sharded = ShardedApplier(ledger, leases, make_part, check, shards, health, commit_every,

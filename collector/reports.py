@@ -62,6 +62,7 @@ def workload_reports(
             gpu_models=(models[ref.key],) if ref.key in models else (),
             idle_episodes=count.get(ref.key, 0),
             longest_idle_seconds=longest.get(ref.key, 0.0),
+            owner=ref.owner,
         )
         for ref, usage in ledger.usage_by_workload(start, end)
     ]
@@ -178,6 +179,10 @@ def energy_totals(ledger_totals: LedgerTotals) -> list[EnergyTotal]:
             u.carbon_grams,
             u.estimated_energy_joules,
             seen.get(ref.key, math.inf),
+            ref.owner,
+            ref.user,
+            ref.queue,
+            ref.priority_class,
         )
         for ref, u in ledger_totals.by_workload
     ]

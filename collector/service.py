@@ -15,7 +15,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Protocol
 
-from agent.model import BatchAck
+from agent.model import Batch, BatchAck
 from collector import reports
 from collector.accounting.accountant import Accountant
 from collector.accounting.applier import Applier
@@ -37,6 +37,7 @@ from collector.health import WritePath
 from collector.ingest.decode import accept_body
 from collector.ingest.queue import IngestQueue
 from collector.ingest.stats import IngestStats
+from collector.kube.enrich import WorkloadEnricher, keys_of
 from collector.ledger.observers import Observers
 from collector.ledger.store import Ledger, LedgerError
 from collector.ledger.write_health import WriteHealth, write_problems
@@ -121,6 +122,9 @@ class CollectorService:
     def dismiss(self, rec_id: str, now: float) -> Recommendation | None:
         return self.ledger.dismiss_recommendation(rec_id, now)
 
+    def restore(self, rec_id: str, now: float) -> Recommendation | None:
+        return self.ledger.restore_recommendation(rec_id, now)
+
     def read_version(self) -> ReadVersion:
         return ReadVersion(self.live.version, self.ledger.writes)
 
@@ -171,7 +175,7 @@ class CollectorService:
 
     def fleet_totals(self) -> FleetTotals:
         """The all-time totals as of the last commit, from memory (no ledger read)."""
-        totals = self.totals.snapshot(self.accountant.workload_models())
+        totals = self.ledger_totals()
         return FleetTotals(
             currency=self.rates.currency,
             waste=tuple(reports.waste_totals(totals)),
@@ -179,6 +183,10 @@ class CollectorService:
             ingest=self.stats.snapshot(),
             intake_corrupt_records=self.ledger.intake_corrupt_records(),
         )
+
+    def ledger_totals(self) -> reports.LedgerTotals:
+        """What ``fleet_totals`` sums: this process's running totals."""
+        return self.totals.snapshot(self.accountant.workload_models())
 
     def ingest_report(self) -> IngestReport:
         return IngestReport(
@@ -207,21 +215,25 @@ class CollectorCore:
         ledger: Ledger,
         rates: Rates,
         clock: Callable[[], float] = time.time,
+        enrich: Callable[[Batch], Batch] | None = None,
     ) -> CollectorCore:
-        """The parts, wired, and the live fleet restored from ``ledger``."""
+        """The parts, wired, and the live fleet restored from ``ledger``. ``enrich``
+        attributes pod workloads (collector/kube/enrich.py); None: from the labels the
+        agents send, with ``settings.kubernetes``' keys."""
+        enrich = enrich or WorkloadEnricher(keys_of(settings.kubernetes))
         stats, observers, health = IngestStats(), Observers(), WriteHealth(clock)
         # seeded before the applier can commit; told of commits before anything attached later
         totals = RunningTotals(ledger)
         observers.attach(totals)
         fleet = build_fleet(settings, rates, stats)
         accountant = Accountant(rates, settings.analysis.idle_threshold)
-        queue = IngestQueue(settings, ledger, fleet, stats, observers, health)
+        queue = IngestQueue(settings, ledger, fleet, stats, observers, health, enrich=enrich)
         commit_every = settings.ingest.commit_interval_seconds
         applier = Applier(fleet, accountant, ledger, observers, commit_every, clock, health)
         recommender = Recommender(fleet, ledger, rates, settings.analysis, clock)
         service = CollectorService(queue, fleet, ledger, accountant, stats, totals, clock, applier)
         # a pending batch is judged by today's edge rules, at the time it arrived
-        applier.restore(lambda body, at: accept_body(body, None, at, settings))
+        applier.restore(lambda body, at: enrich(accept_body(body, None, at, settings)))
         return cls(ledger, fleet, queue, applier, recommender, observers, service)
 
     def close(self, timeout: float = 30.0) -> None:

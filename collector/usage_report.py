@@ -67,7 +67,7 @@ class GroupReport:
 def group_report(ledger: Ledger, by: Group, period: LedgerPeriod) -> GroupReport:
     """Usage by ``by`` over ``period`` (as ``ledger_period`` widened it).
 
-    The fleet total is the GPUs' rollups (what the node grouping sums). Namespace and team
+    The fleet total is the GPUs' rollups (what the node grouping sums). Namespace, team and owner
     sum the workloads' rollups, which split each held GPU's usage among its holders; what
     is left of the total is time nobody held, the ``UNALLOCATED`` row, so these groupings
     add up to the same total as model and node do."""
@@ -75,7 +75,7 @@ def group_report(ledger: Ledger, by: Group, period: LedgerPeriod) -> GroupReport
     by_node = groups if by == "node" else ledger.usage_by_group(period.start, period.end, "node")
     total = usage_sum(u for _, u in by_node)
     rows = [(name or NO_LABEL, usage) for name, usage in groups]
-    if by in ("namespace", "team", "user", "account"):
+    if by in ("namespace", "team", "user", "owner", "queue", "account"):
         unallocated = usage_left(total, usage_sum(u for _, u in groups))
         if any(getattr(unallocated, f) > 0 for f in _USAGE_FIELDS):
             rows.append((UNALLOCATED, unallocated))

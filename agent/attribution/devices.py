@@ -7,7 +7,12 @@ Device plugins, kubelet and Slurm prologs name a GPU in several ways:
 - ``MIG-GPU-<uuid>/<gi>/<ci>`` (device plugins before MIG UUIDs existed, driver < 470);
 - ``3`` (``deviceIDStrategy=index``, jobstats and dcgm-exporter mapping files);
 - ``3.1`` (mapping files: GPU index 3, GPU instance 1);
-- ``nvidia3``, ``nvidia3/vgpu0``, ``nvidia3/gi1[/vgpu0]`` (GKE's device plugin).
+- ``nvidia3``, ``nvidia3/vgpu0``, ``nvidia3/gi1[/vgpu0]`` (GKE's device plugin);
+- ``gpu-3`` (NVIDIA's DRA driver, a ResourceClaim's device as the kubelet reports it).
+  The driver numbers a GPU by its device minor (``/dev/nvidia3``), GKE's plugin too;
+  both are read as the NVML index, which they equal where minors follow PCI order (the
+  driver's default). Its MIG devices (``gpu-3-mig-9-4-4``: profile, placement) name no
+  GPU instance id, so they resolve to nothing rather than to a guess.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from agent.model import GpuInfo
 _OLD_MIG = re.compile(r"^MIG-(GPU-[0-9A-Fa-f-]+)/([0-9]+)/([0-9]+)$")
 _INDEX = re.compile(r"^([0-9]+)(?:\.([0-9]+))?$")
 _GKE = re.compile(r"^nvidia([0-9]+)(?:/gi([0-9]+))?(?:/vgpu[0-9]+)?$")
+_DRA = re.compile(r"^gpu-([0-9]+)()$")  # the empty group 2: no GPU instance
 
 
 @dataclass(frozen=True)
@@ -40,7 +46,7 @@ def parse_device_id(device_id: str) -> DeviceRef | None:
         return DeviceRef(uuid=old_mig.group(1), gpu_instance_id=int(old_mig.group(2)))
     if name.startswith(("GPU-", "MIG-")):
         return DeviceRef(uuid=name)
-    numbered = _INDEX.match(name) or _GKE.match(name)
+    numbered = _INDEX.match(name) or _GKE.match(name) or _DRA.match(name)
     if numbered:
         gi = numbered.group(2)
         return DeviceRef(index=int(numbered.group(1)), gpu_instance_id=int(gi) if gi else None)

@@ -63,9 +63,15 @@ def is_gpu_resource(resource_name: str) -> bool:
     ) or (resource_name.startswith("nvidia.com/mig-"))
 
 
+#: the NVIDIA DRA driver, as ResourceSlices, ResourceClaim results and the kubelet name it
+NVIDIA_DRA_DRIVER = "gpu.nvidia.com"
+
+
 def gpu_devices(response: api_pb2.ListPodResourcesResponse) -> list[PodDevice]:
     """Every GPU device id in a List response, one entry per (container, device id), with
-    how the container shares it (its other resources: HAMi's, Volcano's)."""
+    how the container shares it (its other resources: HAMi's, Volcano's): device-plugin
+    GPUs, and GPUs allocated through a ResourceClaim (Dynamic Resource Allocation), whose
+    id is the DRA driver's device name (``gpu-0``: devices.py)."""
     found: list[PodDevice] = []
     for pod in response.pod_resources:
         for container in pod.containers:
@@ -80,7 +86,15 @@ def gpu_devices(response: api_pb2.ListPodResourcesResponse) -> list[PodDevice]:
                     PodDevice(pod.namespace, pod.name, container.name, name, device_id, sharing)
                     for device_id in device_ids
                 )
-    return found
+    claimed = [
+        PodDevice(pod.namespace, pod.name, container.name, claimed.driver_name, claimed.device_name)
+        for pod in response.pod_resources
+        for container in pod.containers
+        for dynamic in container.dynamic_resources
+        for claimed in dynamic.claim_resources
+        if claimed.driver_name == NVIDIA_DRA_DRIVER and claimed.device_name
+    ]
+    return found + claimed
 
 
 def shared_devices(on_gpu: list[PodDevice], mps_server: bool) -> list[PodDevice]:

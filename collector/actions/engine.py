@@ -104,7 +104,7 @@ class ActionEngine:
         first_seen: float,
         now: float,
     ) -> Step | None:
-        policy = self.settings.policy_for(ref.namespace)
+        policy = self.settings.policy_of(ref)
         if policy.mode == "off":
             return None
         if self.kept is not None and self.kept(ref.key, now) is not None:
@@ -221,6 +221,7 @@ def action_event(step: Step, outcome: str, reason: str, seen: Inspection, now: f
         namespace=ref.namespace,
         user=ref.user,
         team=ref.team,
+        owned_by=ref.owner,
         nodes=sorted({v.node for v in step.views}),
         gpus=[v.uuid for v in step.views],
         gpu_names=[gpu_name(v) for v in step.views],
@@ -242,6 +243,7 @@ def action_event(step: Step, outcome: str, reason: str, seen: Inspection, now: f
         "namespace": ref.namespace,
         "team": ref.team,
         "user": ref.user,
+        "owner": ref.owner,
         "workload": ref.key,
         "kind": "auto_release",
     }

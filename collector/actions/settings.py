@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from collector.records import WorkloadRef
 from gpufleet.settings import ConfigError
 
 Mode = Literal["off", "notify", "enforce"]
@@ -111,7 +112,9 @@ class RemediationSettings:
 @dataclass(frozen=True)
 class ActionSettings:
     default: PolicySettings = field(default_factory=PolicySettings)
-    #: by namespace (Kubernetes) or partition/account (Slurm)
+    #: by namespace (Kubernetes) or partition/account (Slurm); ``owner:<Kind/ns/name>``
+    #: and ``team:<team>`` keys name a workload's owner or team (collector/kube): owner,
+    #: then namespace, then team, then ``default``
     policies: dict[str, PolicySettings] = field(default_factory=dict)
     exempt_namespaces: list[str] = field(default_factory=lambda: ["kube-system"])
     exempt_users: list[str] = field(default_factory=list)
@@ -135,6 +138,16 @@ class ActionSettings:
 
     def policy_for(self, namespace: str) -> PolicySettings:
         return self.policies.get(namespace, self.default)
+
+    def policy_of(self, workload: WorkloadRef) -> PolicySettings:
+        """The policy of ``workload``: its owner's, its namespace's, its team's, else
+        ``default``; the most specific wins."""
+        keys = [f"owner:{workload.owner}"] if workload.owner else []
+        keys.append(workload.namespace)
+        if workload.team:
+            keys.append(f"team:{workload.team}")
+        found = next((self.policies[k] for k in keys if k in self.policies), None)
+        return found or self.default
 
     def any_enabled(self) -> bool:
         return any(p.mode != "off" for p in (self.default, *self.policies.values()))

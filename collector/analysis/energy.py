@@ -13,9 +13,15 @@ from collections.abc import Sequence
 from math import isfinite
 from typing import Protocol
 
-from agent.model import SLURM_ACCOUNT_LABEL, SLURM_PARTITION_LABEL, GpuSample, Workload
+from agent.model import (
+    SLURM_ACCOUNT_LABEL,
+    SLURM_PARTITION_LABEL,
+    GpuSample,
+    Workload,
+    WorkloadKind,
+)
 from collector.analysis.physical import ENERGY_SLACK_SECONDS
-from collector.records import WorkloadRef
+from collector.records import OWNER_LABEL, PRIORITY_CLASS_LABEL, QUEUE_LABEL, WorkloadRef
 
 
 class EnergyReading(Protocol):
@@ -91,7 +97,15 @@ def workload_ref(w: Workload) -> WorkloadRef:
         namespace=namespace,
         team=w.team or labels.get("team", ""),
         user=w.user or "",
+        owner=labels.get(OWNER_LABEL) or _job_owner(w),
+        queue=labels.get(QUEUE_LABEL, ""),
+        priority_class=labels.get(PRIORITY_CLASS_LABEL, ""),
     )
+
+
+def _job_owner(w: Workload) -> str:
+    """A Slurm job's owner is the user who submitted it (``User/alice``); "" unknown."""
+    return f"User/{w.user}" if w.kind is WorkloadKind.SLURM_JOB and w.user else ""
 
 
 def workload_shares(sample: GpuSample) -> dict[WorkloadRef, float]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import NamedTuple
 
@@ -69,11 +69,15 @@ class IngestQueue:
         observers: Observers,
         health: WriteHealth | None = None,
         buffer_here: bool = True,
+        enrich: Callable[[Batch], Batch] | None = None,
     ) -> None:
         """``buffer_here`` False (a replica, collector/replicas.py): a stored batch is
-        acknowledged, not buffered: its shard's owner takes it from the intake."""
+        acknowledged, not buffered: its shard's owner takes it from the intake. ``enrich``:
+        what a stored batch passes through before the fleet sees it (pod workloads
+        attributed to owners and teams, collector/kube/enrich.py)."""
         self.buffer_here = buffer_here
         self.settings = settings
+        self.enrich = enrich
         self.health = health or WriteHealth()
         self.ledger = ledger
         self.fleet = fleet
@@ -226,6 +230,8 @@ class IngestQueue:
         # durable and pending: after a crash ``restore`` replays it, and a tick deletes
         # only batches it has buffered
         try:
+            if self.enrich is not None:
+                batch = self.enrich(batch)
             taken = self.fleet.buffer(batch_id, batch, received_at=item.received_at)
         except Exception as err:  # this batch alone: the others of the group are fine
             log.exception("buffering batch %s of %s failed", batch.seq, batch.node)

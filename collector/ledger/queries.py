@@ -23,7 +23,7 @@ from collector.records import (
     WorkloadRef,
 )
 
-Group = Literal["namespace", "team", "user", "model", "node", "account"]
+Group = Literal["namespace", "team", "user", "owner", "queue", "model", "node", "account"]
 
 _SUMS = ", ".join(f"SUM(h.{c})" for c in USAGE_COLUMNS)
 _TOTALS = ", ".join(f"t.{c}" for c in USAGE_COLUMNS)
@@ -33,13 +33,17 @@ _GPU_COLS = (
     "g.mig_parent_uuid, g.mig_profile"
 )
 _GPU_N = 10
-_WORKLOAD_COLS = 'w.key, w.kind, w.name, w.namespace, w.team, w."user"'
-_WORKLOAD_N = 6
+_WORKLOAD_COLS = (
+    'w.key, w.kind, w.name, w.namespace, w.team, w."user", w.owner, w.queue, w.priority_class'
+)
+_WORKLOAD_N = 9
 #: group -> (rollup table, registry join, grouping column)
 _GROUPS: dict[str, tuple[str, str, str]] = {
     "namespace": ("workload_usage_hourly", "workloads w ON w.key = h.workload_key", "w.namespace"),
     "team": ("workload_usage_hourly", "workloads w ON w.key = h.workload_key", "w.team"),
     "user": ("workload_usage_hourly", "workloads w ON w.key = h.workload_key", "w.user"),
+    "owner": ("workload_usage_hourly", "workloads w ON w.key = h.workload_key", "w.owner"),
+    "queue": ("workload_usage_hourly", "workloads w ON w.key = h.workload_key", "w.queue"),
     "model": ("gpu_usage_hourly", "gpus w ON w.uuid = h.gpu_uuid", "w.model"),
     "node": ("gpu_usage_hourly", "gpus w ON w.uuid = h.gpu_uuid", "w.node"),
     # a Slurm job's namespace is its account (its partition when it has none: workload_ref)
@@ -97,6 +101,16 @@ def usage_by_gpu(conn: Connection, start: float, end: float) -> list[tuple[GpuRe
         (start, end),
     )
     return [(_gpu(r), _usage(r[_GPU_N:])) for r in rows]
+
+
+def usage_by_hour(conn: Connection, start: float, end: float) -> list[tuple[float, Usage]]:
+    """The fleet's usage per hour of ``[start, end)`` (hours with rows only), oldest first."""
+    rows = conn.execute(
+        f"SELECT h.hour_start, {_SUMS} FROM gpu_usage_hourly h "
+        "WHERE h.hour_start >= ? AND h.hour_start < ? GROUP BY h.hour_start ORDER BY h.hour_start",
+        (start, end),
+    )
+    return [(float(r[0]), _usage(r[1:])) for r in rows]
 
 
 def usage_by_group(

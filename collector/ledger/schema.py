@@ -220,7 +220,15 @@ CREATE INDEX answers_by_workload ON answers (workload_key, kept_until);
 #: ledger-wide version); one collector on SQLite needs none of it
 _V9 = ""
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, V3, _V4, _V5, _V6, _V7, _V8, _V9)
+#: a pod's owner, the top of its owner chain ("Deployment/ml/llm-serve"), its scheduler
+#: queue and priority class (collector/kube)
+_V10 = """
+ALTER TABLE workloads ADD COLUMN owner TEXT NOT NULL DEFAULT '';
+ALTER TABLE workloads ADD COLUMN queue TEXT NOT NULL DEFAULT '';
+ALTER TABLE workloads ADD COLUMN priority_class TEXT NOT NULL DEFAULT '';
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10)
 
 
 def schema_version(conn: sqlite3.Connection) -> int:

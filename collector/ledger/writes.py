@@ -108,10 +108,15 @@ def _upsert_registries(conn: Connection, write: LedgerWrite) -> None:
         ],
     )
     conn.executemany(
-        "INSERT INTO workloads VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET "
+        'INSERT INTO workloads (key, kind, name, namespace, team, "user", owner, queue, '
+        "priority_class) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET "
         "kind = excluded.kind, name = excluded.name, namespace = excluded.namespace, "
-        'team = excluded.team, "user" = excluded."user"',
-        [(w.key, w.kind, w.name, w.namespace, w.team, w.user) for w in write.workloads.values()],
+        'team = excluded.team, "user" = excluded."user", owner = excluded.owner, '
+        "queue = excluded.queue, priority_class = excluded.priority_class",
+        [
+            (w.key, w.kind, w.name, w.namespace, w.team, w.user, w.owner, w.queue, w.priority_class)
+            for w in write.workloads.values()
+        ],
     )
 
 

@@ -96,6 +96,19 @@ WORKLOAD_CARBON = MetricSpec(
     WORKLOAD_LABELS,
     "Grams CO2e of that energy (kWh x PUE x grid intensity of the node's region).",
 )
+#: the attributes gpufleet_workload_info may carry, those kubernetes.metric_labels allows
+WORKLOAD_INFO_LABELS: tuple[str, ...] = (
+    "team", "user", "owner_kind", "owner_name", "queue", "priority_class",
+)  # fmt: skip
+WORKLOAD_INFO = MetricSpec(
+    "gpufleet_workload_info",
+    "gauge",
+    "",
+    ("k8s_namespace_name", "workload", *WORKLOAD_INFO_LABELS),
+    "1 for each workload with per-workload series, labelled with who it belongs to (its "
+    "owner, the top of its owner chain, and team, collector/kube); join on workload. "
+    "Attributes not in kubernetes.metric_labels are empty.",
+)
 CARBON_PUE = MetricSpec(
     "gpufleet_carbon_pue_ratio",
     "gauge",
@@ -408,6 +421,44 @@ INFLUX: tuple[MetricSpec, ...] = (
     INFLUX_ENQUEUED, INFLUX_WRITTEN, INFLUX_DROPPED, INFLUX_WRITE_FAILURES, INFLUX_QUEUE,
 )  # fmt: skip
 
+#: the Kubernetes metadata reader (collector/kube), when kubernetes.enabled
+KUBE_OBJECTS = MetricSpec(
+    "gpufleet_kube_objects",
+    "gauge",
+    "",
+    ("resource",),
+    "Objects the Kubernetes metadata reader holds, by resource (pods, namespaces, ...).",
+)
+KUBE_DROPPED = MetricSpec(
+    "gpufleet_kube_dropped_objects_total",
+    "counter",
+    "",
+    ("resource",),
+    "Objects not kept because kubernetes.max_pods or max_owners was reached: raise it.",
+)
+KUBE_LISTS = MetricSpec(
+    "gpufleet_kube_lists_total",
+    "counter",
+    "",
+    ("resource",),
+    "Full lists of a resource: one at start, one after each expired watch (410 Gone) or failure.",
+)
+KUBE_GONE = MetricSpec(
+    "gpufleet_kube_watch_expired_total",
+    "counter",
+    "",
+    ("resource",),
+    "Watches the API server ended with 410 Gone (too old a resourceVersion): each relisted.",
+)
+KUBE_FAILURES = MetricSpec(
+    "gpufleet_kube_failures_total",
+    "counter",
+    "",
+    ("resource",),
+    "Lists or watches that failed (unreachable, 401, 403: see the log); retried with backoff.",
+)
+KUBE: tuple[MetricSpec, ...] = (KUBE_OBJECTS, KUBE_DROPPED, KUBE_LISTS, KUBE_GONE, KUBE_FAILURES)
+
 RATES: tuple[MetricSpec, ...] = (FLEET_IDLE_COST, CARBON_PUE, CARBON_INTENSITY)
 
 # failed authentication at the HTTP edge (collector/http/auth.py); no token, no address
@@ -509,6 +560,31 @@ SAVINGS_RELEASES = MetricSpec(
 )
 SAVINGS: tuple[MetricSpec, ...] = (SAVINGS_FREED, SAVINGS_MONEY, SAVINGS_ENERGY, SAVINGS_RELEASES)
 
+# a collector replica's own leases (collector/metrics/replica_scope.py); every replica
+REPLICA_SHARDS = MetricSpec(
+    "gpufleet_replica_shards_owned",
+    "gauge",
+    "",
+    (),
+    "Shards this replica owns (applies) as of its last lease renewal.",
+)
+REPLICA_LEADER = MetricSpec(
+    "gpufleet_replica_leader",
+    "gauge",
+    "",
+    (),
+    "1 while this replica holds the leader lease (fleet-wide work and series), else 0.",
+)
+REPLICA_LEASE_AGE = MetricSpec(
+    "gpufleet_replica_lease_age_seconds",
+    "gauge",
+    "seconds",
+    (),
+    "Seconds since this replica last renewed its leases; past cluster.lease_seconds "
+    "others may take them. Absent before the first renewal.",
+)
+REPLICA: tuple[MetricSpec, ...] = (REPLICA_SHARDS, REPLICA_LEADER, REPLICA_LEASE_AGE)
+
 CATALOGUE: tuple[MetricSpec, ...] = (
     FLEET_GPUS,
     FLEET_UTILISATION,
@@ -521,6 +597,8 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     WORKLOAD_ENERGY,
     WORKLOAD_ESTIMATED_ENERGY,
     WORKLOAD_CARBON,
+    WORKLOAD_INFO,
+    *KUBE,
     CARBON_PUE,
     CARBON_INTENSITY,
     RECOMMENDATIONS_OPEN,
@@ -548,4 +626,5 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     *ADMISSION,
     *PLANS,
     *SAVINGS,
+    *REPLICA,
 )

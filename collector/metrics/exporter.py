@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 
 from prometheus_client.metrics_core import Metric
 
@@ -41,6 +41,7 @@ from collector.metrics.families import Family
 from collector.metrics.families import family as family
 from collector.metrics.families import filled as filled
 from collector.metrics.fleet_families import (
+    DEFAULT_INFO_LABELS,
     fleet_families,
     health_families,
     ingest_families,
@@ -48,6 +49,7 @@ from collector.metrics.fleet_families import (
     recommendation_families,
     workload_families,
 )
+from collector.metrics.replica_scope import MetricScope, scoped_fleet_families
 from collector.metrics.verdicts import verdict_families
 from collector.records import OPEN_STATUSES, GpuView, Recommendation
 from gpufleet.metric_spec import MetricSpec
@@ -63,7 +65,7 @@ FLEET_SPECS = (
 )  # fmt: skip
 WORKLOAD_SPECS = (
     cat.WORKLOAD_IDLE, cat.WORKLOAD_WASTE, cat.WORKLOAD_ENERGY, cat.WORKLOAD_ESTIMATED_ENERGY,
-    cat.WORKLOAD_CARBON,
+    cat.WORKLOAD_CARBON, cat.WORKLOAD_INFO,
 )  # fmt: skip
 SELF_SPECS = (
     cat.BATCHES, cat.REJECTED_BATCHES, cat.SAMPLES, cat.REJECTED_SAMPLES, cat.LATE_SAMPLES,
@@ -123,14 +125,31 @@ class FleetExporter(_Families):
         clock: Callable[[], float],
         errors: ExportErrors,
         views: Callable[[float], list[GpuView]] | None = None,
+        scope: MetricScope | None = None,
     ) -> None:
         """``views``: the fleet at ``now`` (default ``backend.fleet``; the exposition's
-        ``once_per_render`` of it shares one call with the rates)."""
+        ``once_per_render`` of it shares one call with the rates). ``scope``: a replica's
+        (collector/metrics/replica_scope.py); None: one collector, everything."""
         self._backend, self._clock, self._errors = backend, clock, errors
         self._views = views or backend.fleet
+        self._scope = scope
 
     def families(self) -> list[Family]:
         now, backend, guarded = self._clock(), self._backend, self._errors.guarded
+        scope = self._scope
+        if scope is not None:
+            return [
+                *guarded("fleet", lambda: scoped_fleet_families(scope, self._views, now)),
+                *(
+                    guarded(
+                        "recommendations",
+                        lambda: _recommendation_parts(backend.recommendations(OPEN_STATUSES)),
+                    )
+                    if scope.leads()
+                    else []
+                ),
+                *guarded("health", lambda: health_families(backend.health(), now)),
+            ]
         return [
             *guarded("fleet", lambda: fleet_families(self._views(now), now)),
             *guarded(
@@ -153,15 +172,28 @@ class WorkloadExporter(_Families):
     specs = WORKLOAD_SPECS
 
     def __init__(
-        self, backend: CollectorBackend, clock: Callable[[], float], errors: ExportErrors
+        self,
+        backend: CollectorBackend,
+        clock: Callable[[], float],
+        errors: ExportErrors,
+        info_labels: Collection[str] = DEFAULT_INFO_LABELS,
+        scope: MetricScope | None = None,
     ) -> None:
+        """``info_labels``: the attributes gpufleet_workload_info carries
+        (kubernetes.metric_labels); ``scope``: a replica's; its per-workload totals come
+        from the leader only."""
         self._backend, self._clock, self._errors = backend, clock, errors
+        self._info_labels = info_labels
+        self._scope = scope
 
     def families(self) -> list[Family]:
+        if self._scope is not None and not self._scope.leads():
+            return []
         return self._errors.guarded("totals", self._workload_families)
 
     def _workload_families(self) -> list[Family]:
-        return workload_families(self._backend.fleet_totals(), self._clock())
+        totals = self._backend.fleet_totals()
+        return workload_families(totals, self._clock(), self._info_labels)
 
 
 class SelfExporter(_Families):
@@ -185,13 +217,15 @@ def backend_exporters(
     backend: CollectorBackend,
     clock: Callable[[], float],
     views: Callable[[float], list[GpuView]] | None = None,
+    info_labels: Collection[str] = DEFAULT_INFO_LABELS,
+    scope: MetricScope | None = None,
 ) -> tuple[FleetExporter, WorkloadExporter, SelfExporter]:
     """The three collectors over one backend, sharing one export-error tally; ``views``
-    as FleetExporter takes it."""
+    and ``scope`` as FleetExporter takes them, ``info_labels`` as WorkloadExporter does."""
     errors = ExportErrors()
     return (
-        FleetExporter(backend, clock, errors, views),
-        WorkloadExporter(backend, clock, errors),
+        FleetExporter(backend, clock, errors, views, scope),
+        WorkloadExporter(backend, clock, errors, info_labels, scope),
         SelfExporter(backend, errors),
     )
 

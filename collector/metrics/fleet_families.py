@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from agent.model import primary_rank
 from collector.backend import (
@@ -92,8 +92,15 @@ def primary_workload(workloads: Sequence[WorkloadRef]) -> WorkloadRef | None:
     return min(workloads, key=lambda w: primary_rank(w.kind, w.key))
 
 
-def workload_families(totals: FleetTotals, now: float) -> list[Family]:
-    """Per-workload idle, waste, energy and carbon counters.
+#: kubernetes.metric_labels' default (collector/kube/settings.py)
+DEFAULT_INFO_LABELS = ("team", "owner_kind", "owner_name")
+
+
+def workload_families(
+    totals: FleetTotals, now: float, info_labels: Collection[str] = DEFAULT_INFO_LABELS
+) -> list[Family]:
+    """Per-workload idle, waste, energy and carbon counters, and the info series naming
+    each workload's owner and team (the attributes in ``info_labels``; others empty).
 
     A workload's series go once it has held no GPU for ``WORKLOAD_SERIES_TTL_SECONDS``,
     as kube-state-metrics drops a deleted pod's: every pod or job ever run would otherwise
@@ -124,7 +131,26 @@ def workload_families(totals: FleetTotals, now: float) -> list[Family]:
         Family(cat.WORKLOAD_ENERGY, energy),
         Family(cat.WORKLOAD_ESTIMATED_ENERGY, estimated),
         Family(cat.WORKLOAD_CARBON, carbon),
+        Family(cat.WORKLOAD_INFO, workload_info(totals, cutoff, info_labels)),
     ]
+
+
+def workload_info(
+    totals: FleetTotals, cutoff: float, allowed: Collection[str]
+) -> dict[Labels, float]:
+    """1 per workload seen since ``cutoff``: (namespace, key, *WORKLOAD_INFO_LABELS), the
+    attributes not ``allowed`` empty (Prometheus drops an empty label)."""
+    info: dict[Labels, float] = {}
+    for item in totals.energy:
+        if item.last_seen < cutoff or not item.workload:
+            continue
+        kind, _, rest = item.owner.partition("/")
+        name = rest.rpartition("/")[2]
+        values = {"team": item.team, "user": item.user, "owner_kind": kind, "owner_name": name,
+                  "queue": item.queue, "priority_class": item.priority_class}  # fmt: skip
+        attrs = tuple(values[k] if k in allowed else "" for k in cat.WORKLOAD_INFO_LABELS)
+        info[(item.namespace, item.workload, *attrs)] = 1.0
+    return info
 
 
 def ingest_families(report: IngestReport) -> list[Family]:

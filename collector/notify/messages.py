@@ -34,6 +34,8 @@ class Facts(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     namespace: str = ""
     user: str = ""
     team: str = ""
+    #: the top of the workload's owner chain ("Deployment/ml/llm-serve"), collector/kube
+    owned_by: str = ""
     nodes: list[str] = msgspec.field(default_factory=list)
     gpus: list[str] = msgspec.field(default_factory=list)
     #: the GPUs as people name them, "gpu-node-00 #6" (never their UUIDs)
@@ -202,7 +204,8 @@ def fields(event: Event, words: phrases.Phrases) -> tuple[tuple[str, str], ...]:
     out: list[tuple[str, str]] = []
     add = out.append
     if f.workload:
-        add((words.label["workload"], workload_words(f.workload, words)))
+        owned_by = f" ({f.owned_by})" if f.owned_by else ""
+        add((words.label["workload"], workload_words(f.workload, words) + owned_by))
     if f.user or f.team:
         add((words.label["owner"], words.owner(f.user, f.team)))
     if f.nodes and not f.gpu_names:
@@ -242,7 +245,8 @@ def structured(event: Event, links: Mapping[str, str]) -> dict[str, Any]:
     data: dict[str, Any] = {
         "key": event.key, "kind": event.kind, "recommendation": f.rec_kind,
         "recommendation_id": f.rec_id, "workload": f.workload, "namespace": f.namespace,
-        "owner": {"user": f.user, "team": f.team}, "gpus": list(f.gpu_names),
+        "owner": {"user": f.user, "team": f.team}, "owned_by": f.owned_by,
+        "gpus": list(f.gpu_names),
         "command": f.command, "policy": f.policy, "dry_run": f.dry_run,
         "release_not_before": f.release_not_before, "deadline": f.deadline,
         "opt_out": f.opt_out, "links": list(links.values()),

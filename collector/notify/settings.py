@@ -90,7 +90,7 @@ class RouteSettings:
     namespaces: list[str] = field(default_factory=list)
     teams: list[str] = field(default_factory=list)
     #: every label must match (alert labels; for recommendations: namespace, team,
-    #: user, node, kind)
+    #: user, owner ("Deployment/ml/llm-serve"), node, kind)
     labels: dict[str, str] = field(default_factory=dict)
     min_severity: Severity = "info"
     sources: list[Source] = field(

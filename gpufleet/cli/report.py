@@ -58,7 +58,7 @@ def add_parser(commands: Any) -> None:
     )
     p.add_argument(
         "--by",
-        choices=["namespace", "team", "user", "model", "node", "account"],
+        choices=["namespace", "team", "user", "owner", "queue", "model", "node", "account"],
         default="namespace",
     )
     p.add_argument("--period", default="7d", help="how far back: e.g. 24h, 7d, 4w (default 7d)")
@@ -265,7 +265,7 @@ def _minute(ts: float) -> str:
 def _caption(answer: GroupReport, total: dict[str, Any]) -> str:
     asked = answer.period
     lines = [f"asked {iso(asked.asked_start)} to {iso(asked.asked_end)}; {PERIOD_RULE}"]
-    if answer.by in ("namespace", "team", "user"):
+    if answer.by in ("namespace", "team", "user", "owner", "queue"):
         lines.append("(unallocated): GPU time no workload held")
     if total["estimated_energy_kwh"] == 0:
         lines.append("energy: all from NVML energy counters, none estimated from power")

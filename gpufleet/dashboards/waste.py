@@ -29,7 +29,14 @@ def idle_waste() -> Json:
         "Idle GPU-hours and their cost by namespace, team and GPU model; open "
         "recommendations and what they would save; what-if costs of plans; why busy "
         "workloads waste (bottlenecks) and the money on broken GPUs.",
-        [*_idle_trends(), *_idle_tables(), *_recommendations(), *_plans(), *why_it_wastes()],
+        [
+            *_idle_trends(),
+            *_idle_tables(),
+            *_owners(),
+            *_recommendations(),
+            *_plans(),
+            *why_it_wastes(),
+        ],
         [currency_variable(), namespace],
     )
 
@@ -86,6 +93,37 @@ def _idle_tables() -> list[Panel]:
             "short",
             (Target(f"sum by ({by}) (increase({NS_WASTE}[$__range]))", "", instant=True),),
             defaults=MONEY,
+        ),
+    ]
+
+
+#: a workload series joined to its owner (gpufleet_workload_info, collector/kube)
+OWNER_JOIN = "* on (workload) group_left (owner_kind, owner_name) gpufleet_workload_info"
+
+
+def _owners() -> list[Panel]:
+    """Idle cost and GPU-hours by owner: the Deployment, Job, PyTorchJob, Notebook (or
+    a Slurm job's user) at the top of each workload's owner chain."""
+    by = "owner_kind, owner_name"
+    rate = f"rate({NS_WASTE}[$__rate_interval]) {OWNER_JOIN}"
+    hours = f"increase({IDLE}[$__range]) {OWNER_JOIN}"
+    return [
+        Panel(
+            "timeseries",
+            "Idle cost by owner ($currency/h)",
+            "Cost of idle GPU time per hour by owner (the top of each workload's owner "
+            "chain: Deployment, CronJob, PyTorchJob, Notebook ...; a Slurm job's user).",
+            "short",
+            (Target(f"sum by ({by}) ({rate}) * 3600", "{{owner_kind}}/{{owner_name}}"),),
+            defaults=MONEY,
+        ),
+        Panel(
+            "table",
+            "Idle GPU-hours by team and owner",
+            "Idle GPU-hours in the dashboard's time range, by team and owner.",
+            "h",
+            (Target(f"sum by (team, {by}) ({hours}) / 3600", "", instant=True),),
+            defaults={"decimals": 1},
         ),
     ]
 

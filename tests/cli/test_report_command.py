@@ -103,7 +103,7 @@ def whole_period(db: Path, by: str) -> Any:
                   "--format", "json")  # fmt: skip
 
 
-@pytest.mark.parametrize("by", ["namespace", "team", "model", "node"])
+@pytest.mark.parametrize("by", ["namespace", "team", "owner", "queue", "model", "node"])
 def test_every_grouping_adds_up_to_the_fleet_total(db: Path, by: str) -> None:
     answer = whole_period(db, by)
     for column, truth in TRUTH.items():

@@ -223,3 +223,41 @@ def test_an_existing_secret_replaces_the_chart_s() -> None:
     assert "Secret" not in out.kinds()
     assert volume(collector(out), "secrets")["secret"]["secretName"] == "gpufleet-creds"
     assert volume(out.pod_spec("DaemonSet"), "secrets")["secret"]["secretName"] == "gpufleet-creds"
+
+
+#: what collector/kube/settings.py says reading pod metadata needs: read-only
+METADATA_RBAC = {
+    "pods": {"get", "list", "watch"},
+    "namespaces": {"get", "list", "watch"},
+    "replicasets": {"get", "list", "watch"},
+    "jobs": {"get", "list", "watch"},
+    "resourceclaims": {"get", "list", "watch"},
+    "resourceslices": {"get", "list", "watch"},
+}
+
+
+def test_reading_pod_metadata_gets_read_only_rbac_cluster_wide() -> None:
+    out = render({"collector": {"config": {"kubernetes": {"enabled": True}}}})
+    assert _rules(out, "ClusterRole") == METADATA_RBAC
+    assert not out.all("Role")
+    account = out.one("ServiceAccount")["metadata"]["name"]
+    assert collector(out)["serviceAccountName"] == account
+    assert collector(out)["automountServiceAccountToken"] is True
+    assert out.one("ClusterRoleBinding")["subjects"][0]["name"] == account
+    text = out.configmap_file("-collector", "collector.yaml")
+    assert yaml.safe_load(text)["kubernetes"]["enabled"] is True
+
+
+def test_reading_metadata_and_enforcing_share_one_service_account() -> None:
+    values = actions(default={"mode": "enforce", "dry_run": False})
+    values["collector"]["config"]["kubernetes"] = {"enabled": True}
+    out = render(values)
+    assert len(out.all("ServiceAccount")) == 1
+    names = sorted(r["metadata"]["name"] for r in out.all("ClusterRole"))
+    assert [n.rsplit("-", 1)[1] for n in names] == ["metadata", "release"]
+
+
+def test_an_enforcing_team_policy_spans_namespaces_so_rbac_is_cluster_wide() -> None:
+    out = render(actions(policies={"team:nlp": {"mode": "enforce", "dry_run": False}}))
+    assert not out.all("Role")  # never a Role in a "namespace" named team:nlp
+    assert _rules(out, "ClusterRole") == RELEASE_RBAC

@@ -45,8 +45,17 @@ COLLECTOR_OWNED = {
     "server.tokens_file": "the mounted Secret's collector-tokens",
     "ledger.url": "collector.persistence, or collector.postgresql's Secret (GPUFLEET_LEDGER__URL)",
     "cluster.replica_id": "the pod name (GPUFLEET_CLUSTER__REPLICA_ID, downward API)",
+    "cluster.enabled": "on with collector.postgresql (GPUFLEET_CLUSTER__ENABLED)",
+    "answers.slack_signing_secret": "never inline: a mounted Secret, answers.*_file",
+    "answers.feishu_verification_token": "never inline: a mounted Secret, answers.*_file",
+    "answers.feishu_encrypt_key": "never inline: a mounted Secret, answers.*_file",
+    "answers.link_secret": "never inline: a mounted Secret, answers.*_file",
     "influx.token": "never inline: the Secret",
     "influx.token_file": "the mounted Secret's influx-token",
+    "kubernetes.host": "in-cluster: the collector's ServiceAccount",
+    "kubernetes.kubeconfig": "in-cluster: the collector's ServiceAccount",
+    "kubernetes.token_file": "in-cluster: the collector's ServiceAccount",
+    "kubernetes.ca_file": "in-cluster: the collector's ServiceAccount",
 }
 #: actions.kubernetes: in-cluster ServiceAccount, enabled when a policy enforces;
 #: actions.webhook: secret.actionWebhook / secret.actionWebhookKey as files

@@ -86,7 +86,8 @@ def test_extra_env_is_kept_beside_the_chart_s() -> None:
     values = replicated(existingSecret="ledger-url")
     values["collector"]["extraEnv"] = [{"name": "PYTHONUNBUFFERED", "value": "1"}]
     names = set(env(render(values).pod_spec("Deployment")))
-    assert names == {"GPUFLEET_LEDGER__URL", "GPUFLEET_CLUSTER__REPLICA_ID", "PYTHONUNBUFFERED"}
+    chart = {"GPUFLEET_LEDGER__URL", "GPUFLEET_CLUSTER__REPLICA_ID", "GPUFLEET_CLUSTER__ENABLED"}
+    assert names == chart | {"PYTHONUNBUFFERED"}
 
 
 @pytest.mark.parametrize("version", KUBERNETES_VERSIONS)

@@ -113,6 +113,7 @@ def make_workload(kind: ActivityKind, slurm: bool, seed: int, node: str, slot: i
             team=team,
             labels={"team": team},
         )
+    user = _USERS[int(unit(key, 2) * len(_USERS))]
     return Workload(
         kind=WorkloadKind.KUBERNETES_POD,
         id=deterministic_uuid(key, "pod"),
@@ -120,8 +121,36 @@ def make_workload(kind: ActivityKind, slurm: bool, seed: int, node: str, slot: i
         namespace=namespace,
         container=container,
         team=team,
-        labels={"team": team},
+        labels={"team": team, **pod_owner_labels(kind, base, team, user, key)},
     )
+
+
+def pod_owner_labels(
+    kind: ActivityKind, base: str, team: str, user: str, key: int
+) -> dict[str, str]:
+    """What the pod of a job of ``kind`` would carry: its owners, named as OpenTelemetry's
+    k8s resource attributes (collector/kube/owners.py reads them), and its user, the way
+    the controller that makes such pods names them: serving is a Deployment, training a
+    Kubeflow PyTorchJob, a notebook a Kubeflow Notebook (through its StatefulSet), a sweep
+    a CronJob's Job, an ETL job a plain Job. One owner per (job, team), a notebook per
+    (user, team)."""
+    owner = f"{base}-{team}"
+    if kind is ActivityKind.INFERENCE:
+        rs = f"{owner}-{stable_key(owner) % 0xFFFFFFF:07x}"  # one pod template per owner
+        labels = {"k8s_replicaset_name": rs, "k8s_deployment_name": owner}
+    elif kind is ActivityKind.TRAINING:
+        labels = {"k8s_owner_kind": "PyTorchJob", "k8s_owner_name": owner}
+    elif kind is ActivityKind.NOTEBOOK:
+        notebook = f"{user}-{team}"
+        labels = {"k8s_statefulset_name": notebook, "k8s_owner_kind": "Notebook",
+                  "k8s_owner_name": notebook, "notebooks.kubeflow.org/creator": user}  # fmt: skip
+        return labels
+    elif kind is ActivityKind.STUCK:
+        labels = {"k8s_job_name": f"{owner}-{29_000_000 + key % 1_000_000}",
+                  "k8s_cronjob_name": owner}  # fmt: skip
+    else:
+        labels = {"k8s_job_name": owner}
+    return {**labels, "gpufleet.io/owner": user}
 
 
 def plan_jobs(

@@ -71,6 +71,21 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- if or (include "gpufleet.enforcing" .) (include "gpufleet.cordoning" .) }}true{{ end -}}
 {{- end -}}
 
+{{/* An enforcing policy not bound to one namespace: the default, or a team:/owner: one. */}}
+{{- define "gpufleet.enforcingAnywhere" -}}
+{{- $a := .Values.collector.config.actions -}}
+{{- $on := eq (toString (default dict $a.default).mode) "enforce" -}}
+{{- range $name, $policy := $a.policies -}}
+{{- if and (contains ":" $name) (eq (toString $policy.mode) "enforce") }}{{ $on = true }}{{ end -}}
+{{- end -}}
+{{- if $on }}true{{ end -}}
+{{- end -}}
+
+{{/* The collector needs its ServiceAccount: a policy enforces, remediation cordons, or it reads pod metadata. */}}
+{{- define "gpufleet.collectorAccount" -}}
+{{- if or (include "gpufleet.kubeActions" .) (.Values.collector.config.kubernetes).enabled }}true{{ end -}}
+{{- end -}}
+
 {{/* Some enforcing policy really acts (dry_run off; dry_run defaults to true). */}}
 {{- define "gpufleet.acting" -}}
 {{- $a := .Values.collector.config.actions -}}

@@ -81,7 +81,9 @@ JOB = Workload(
 
 def test_workload_ref_keeps_key_and_reporting_labels() -> None:
     assert workload_ref(POD_A) == WorkloadRef("pod:ml/a", "kubernetes_pod", "a", "ml", "t", "")
-    assert workload_ref(JOB) == WorkloadRef("slurm:42", "slurm_job", "42", "physics", "", "ana")
+    assert workload_ref(JOB) == WorkloadRef(
+        "slurm:42", "slurm_job", "42", "physics", "", "ana", owner="User/ana"
+    )  # a Slurm job's owner is the user who submitted it
 
 
 def proc(w: Workload, share: float | None) -> ProcessSample:

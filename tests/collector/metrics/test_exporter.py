@@ -16,7 +16,17 @@ from collector.config import CollectorSettings, ServerSettings
 from collector.http.app import create_app
 from collector.influx.hooks import InfluxSinkMetrics
 from collector.influx.sink import SinkCounters
-from collector.metrics.catalogue import ADMISSION, AUTH, CATALOGUE, INFLUX, NOTIFY, PLANS, SAVINGS
+from collector.metrics.catalogue import (
+    ADMISSION,
+    AUTH,
+    CATALOGUE,
+    INFLUX,
+    KUBE,
+    NOTIFY,
+    PLANS,
+    REPLICA,
+    SAVINGS,
+)
 from collector.metrics.exporter import RatesExporter, backend_exporters
 from collector.metrics.fleet_families import WORKLOAD_SERIES_TTL_SECONDS
 from collector.notify.stats import NotifyExporter, NotifyStats
@@ -244,9 +254,10 @@ def test_every_emitted_family_is_in_the_catalogue_with_its_labels_and_type() -> 
         for sample in metric.samples:
             assert set(sample.labels) == set(spec.labels), name
     # a family with nothing to say still has its HELP; the notifier, InfluxDB sink, auth,
-    # admission, plans and savings families come from their own collectors (tested below, in tests/
-    # collector/http/test_scopes.py, test_admission.py and test_plans_exporter.py)
-    own = (*NOTIFY, *INFLUX, *AUTH, *ADMISSION, *PLANS, *SAVINGS)
+    # admission, plans, savings, Kubernetes reader and replica families come from their own
+    # collectors (tested below, in tests/collector/http/test_scopes.py, test_admission.py,
+    # test_plans_exporter.py, tests/cli/test_kube_metadata.py and test_replica_scope.py)
+    own = (*NOTIFY, *INFLUX, *AUTH, *ADMISSION, *PLANS, *SAVINGS, *KUBE, *REPLICA)
     assert emitted == set(specs) - {spec.name for spec in own}
 
 
