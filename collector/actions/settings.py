@@ -14,6 +14,11 @@ from collector.records import WorkloadRef
 from gpufleet.settings import ConfigError
 
 Mode = Literal["off", "notify", "enforce"]
+RemedyMode = Literal["off", "dry_run", "enforce"]
+RemedyVia = Literal["auto", "kubernetes", "slurm"]
+#: the broken-GPU conditions a node may be taken out of service for (throttled is not one:
+#: a throttled GPU still works)
+REMEDY_CONDITIONS = ("off_bus", "xid", "ecc", "missing")
 
 
 @dataclass(frozen=True)
@@ -76,6 +81,35 @@ class WebhookActionSettings:
 
 
 @dataclass(frozen=True)
+class RemediationSettings:
+    """Taking a node with broken GPUs out of service (collector/actions/remediation.py)."""
+
+    #: off: nothing; dry_run: record and announce what would be done; enforce: cordon
+    #: (Kubernetes) or drain (Slurm) the node
+    mode: RemedyMode = "off"
+    #: auto: by the node's workloads (pods: Kubernetes, Slurm jobs: Slurm), else the one
+    #: executor enabled (actions.kubernetes / actions.slurm)
+    via: RemedyVia = "auto"
+    #: the conditions that take a node out: off_bus, xid, ecc, missing
+    conditions: list[str] = field(default_factory=lambda: list(REMEDY_CONDITIONS))
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("off", "dry_run", "enforce"):
+            raise ConfigError(
+                f"actions.remediation.mode: {self.mode!r} is not off, dry_run or enforce"
+            )
+        if self.via not in ("auto", "kubernetes", "slurm"):
+            raise ConfigError(
+                f"actions.remediation.via: {self.via!r} is not auto, kubernetes or slurm"
+            )
+        bad = sorted(set(self.conditions) - set(REMEDY_CONDITIONS))
+        if bad:
+            raise ConfigError(
+                f"actions.remediation.conditions: {bad} unknown; use some of {REMEDY_CONDITIONS}"
+            )
+
+
+@dataclass(frozen=True)
 class ActionSettings:
     default: PolicySettings = field(default_factory=PolicySettings)
     #: by namespace (Kubernetes) or partition/account (Slurm); ``owner:<Kind/ns/name>``
@@ -91,6 +125,16 @@ class ActionSettings:
     kubernetes: KubernetesSettings = field(default_factory=KubernetesSettings)
     slurm: SlurmSettings = field(default_factory=SlurmSettings)
     webhook: WebhookActionSettings = field(default_factory=WebhookActionSettings)
+    remediation: RemediationSettings = field(default_factory=RemediationSettings)
+
+    def __post_init__(self) -> None:
+        r = self.remediation
+        own = {"kubernetes": self.kubernetes.enabled, "slurm": self.slurm.enabled}
+        if r.mode == "enforce" and not (own[r.via] if r.via in own else any(own.values())):
+            which = f"actions.{r.via}" if r.via in own else "actions.kubernetes or actions.slurm"
+            raise ConfigError(
+                f"actions.remediation.mode: enforce needs an executor; set {which}.enabled: true"
+            )
 
     def policy_for(self, namespace: str) -> PolicySettings:
         return self.policies.get(namespace, self.default)

@@ -42,6 +42,8 @@ class HeldBroken:
     #: the share of the window it was broken (0..1)
     share: float
     money_per_hour: float
+    #: the hardware XID codes it logged over the window
+    xids: tuple[int, ...] = ()
 
 
 def condition_of(gpu: GpuWindow, policy: BottleneckPolicy) -> tuple[Condition, float] | None:
@@ -72,7 +74,8 @@ def held_broken(
                 continue
             condition, share = found
             money = prices.get(gpu.uuid, 0.0) * share
-            out.append(HeldBroken(gpu.uuid, gpu.node, window.workload.key, condition, share, money))
+            key = window.workload.key
+            out.append(HeldBroken(gpu.uuid, gpu.node, key, condition, share, money, gpu.fault_xids))
     return out
 
 

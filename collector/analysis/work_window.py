@@ -47,6 +47,8 @@ class GpuWindow:
     ecc_uncorrected_increase: int
     #: samples with row remaps pending (an uncorrectable error waiting for a GPU reset)
     remap_pending_samples: int = 0
+    #: the hardware XID codes seen over the window (48, 79, ...)
+    fault_xids: tuple[int, ...] = ()
 
     @property
     def lost_share(self) -> float:

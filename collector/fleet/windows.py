@@ -57,6 +57,7 @@ class _Minute:
         "throttled",
         "used",
         "xid",
+        "xids",
     )  # fmt: skip
 
     def __init__(self) -> None:
@@ -67,11 +68,14 @@ class _Minute:
         self.clock = self.rx = self.rx_max = self.nv = 0.0
         self.ecc_low: int | None = None
         self.ecc_high: int | None = None
+        #: the hardware XID codes seen (rare: only faulted GPUs pay for the set)
+        self.xids: frozenset[int] = frozenset()
 
     def add(self, s: GpuSample) -> None:
         self.n += 1
         if s.xid_errors and not HARDWARE_XIDS.isdisjoint(s.xid_errors):
             self.xid += 1
+            self.xids |= HARDWARE_XIDS.intersection(s.xid_errors)
         sm = s.sm_activity
         if sm is None or not s.healthy:
             self.lost += 1
@@ -298,6 +302,7 @@ def _gpu(uuid: str, track: _Track) -> GpuWindow:
         throttled_share=sum(m.throttled for m in ms) / busy if busy else 0.0,
         clock_ratio=_ratio(sum(m.clock for m in ms), sum(m.clock_n for m in ms)),
         fault_xid_samples=sum(m.xid for m in ms),
+        fault_xids=tuple(sorted(frozenset().union(*(m.xids for m in ms)))),
         remap_pending_samples=sum(m.remap for m in ms),
         ecc_uncorrected_increase=(
             max(h for _, h in ecc if h is not None) - min(lo for lo, _ in ecc if lo is not None)

@@ -63,6 +63,8 @@ class Facts(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     opt_out: str = ""
     reason: str = ""
     detail: str = ""
+    #: the command that undoes what was done (a cordoned or drained node)
+    undo: str = ""
 
 
 class Event(msgspec.Struct, frozen=True, kw_only=True):
@@ -156,6 +158,8 @@ def section(event: Event, words: phrases.Phrases, links: Links) -> Section:
         (words.open_grafana, grafana_url(links, f.workload, f.namespace, node)),
     )
     command = (words.label["command"], f.command) if f.command else None
+    if f.rec_kind == "broken_gpus" and (f.command or f.undo):  # a node taken out of service
+        command = (words.label["undo"], f.undo) if f.undo else (words.label["by_hand"], f.command)
     return Section(headline(event, words), fields(event, words), command, event_links,
                    structured(event, dict(event_links)))  # fmt: skip
 

@@ -116,6 +116,7 @@ def _broken(b: HeldBroken, index: Mapping[str, int]) -> dict[str, object]:
         "condition": b.condition.value,
         "share": b.share,
         "money_per_hour": b.money_per_hour,
+        "xids": list(b.xids),
     }
 
 

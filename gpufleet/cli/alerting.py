@@ -18,8 +18,10 @@ from collector.actions.answers import AnswerDesk, Desk
 from collector.actions.engine import ActionEngine, Executors
 from collector.actions.executors import Executor, SlurmExecutor, WebhookExecutor
 from collector.actions.log import ActionLog
+from collector.actions.node_executors import NodeExecutor, SlurmDrain
 from collector.actions.policy import Candidate, data_problem, deadline_of, exempt_by_settings
 from collector.actions.release_commands import CommandBook
+from collector.actions.remediation import Remediator
 from collector.actions.settings import ActionSettings
 from collector.cluster.outbox_claims import Holder
 from collector.config import CollectorSettings
@@ -67,6 +69,8 @@ class Alerting:
     actions: ActionSettings = field(default_factory=ActionSettings)
     #: the command that frees each workload's GPUs, as its executor finds it
     commands: CommandBook | None = None
+    #: cordons or drains nodes with broken GPUs (actions.remediation)
+    remedy: Remediator | None = None
 
     def step(self, fleet: Sequence[GpuView], recs: Sequence[Recommendation], now: float) -> None:
         if self.notifier is not None:
@@ -74,6 +78,8 @@ class Alerting:
             self.notifier.observe(recs, index, now)
         if self.engine is not None:
             self.engine.run(fleet, recs, now)
+        if self.remedy is not None:
+            self.remedy.run(fleet, recs, now)
         if self.notifier is not None:
             self.notifier.deliver(now)
             if now - self.pruned_at >= PRUNE_EVERY_SECONDS:
@@ -145,7 +151,8 @@ def build_alerting(
     ``leader``: with replicas, who holds the leader lease now; messages are then sent
     only under its claims (collector/notify/claims.py)."""
     notify = settings.notifications
-    if not notify.channels and not settings.actions.any_enabled():
+    remedying = settings.actions.remediation.mode != "off"
+    if not notify.channels and not settings.actions.any_enabled() and not remedying:
         return None
     transport = transport or httpx.HTTPTransport()
     notifier = None
@@ -189,7 +196,32 @@ def build_alerting(
         )
         routes += answers.routes()
     commands = CommandBook(executors)
-    return Alerting(notifier, engine, routes, exporter, actions=settings.actions, commands=commands)
+    remedy = None
+    if remedying:
+        nodes = build_node_executors(settings.actions)
+        remedy = Remediator(settings.actions, ActionLog(ledger), nodes, announce)
+    return Alerting(
+        notifier,
+        engine,
+        routes,
+        exporter,
+        actions=settings.actions,
+        commands=commands,
+        remedy=remedy,
+    )
+
+
+def build_node_executors(settings: ActionSettings) -> dict[str, NodeExecutor]:
+    """The enabled executors that take a node out of service, by kind."""
+    out: dict[str, NodeExecutor] = {}
+    if settings.kubernetes.enabled:
+        from collector.actions.kubernetes import api_client
+        from collector.actions.node_executors import KubernetesCordon
+
+        out["kubernetes"] = KubernetesCordon(api_client(settings.kubernetes))
+    if settings.slurm.enabled:
+        out["slurm"] = SlurmDrain(settings.slurm)
+    return out
 
 
 def build_executors(settings: ActionSettings, transport: httpx.BaseTransport) -> Executors:

@@ -29,6 +29,7 @@ from agent.config import AgentSettings, ShipperSettings
 from agent.metrics.exporter import AgentExporter, XidTally, serve_metrics
 from agent.sampler import Sampler
 from agent.shipper import Shipper
+from agent.sources.simulated.plan import PATHOLOGY_FLAVOURS
 from agent.sources.simulated.skew import SkewedClock, SkewedNode
 from agent.sources.simulated.source import SimulatedNode
 from agent.stats import AgentStats
@@ -36,7 +37,7 @@ from collector.config import CollectorSettings, LedgerSettings
 from collector.influx.settings import InfluxSettings
 from gpufleet.cli.collector import build_collector, serve, tune_gc
 from gpufleet.cli.demo_fleet import Demo, DemoAgent, Outage
-from gpufleet.cli.demo_nodes import demo_fleet, node_clock_offset, outage_of
+from gpufleet.cli.demo_nodes import demo_fleet, node_clock_offset, outage_of, pathology_count
 from gpufleet.cli.demo_pace import Pacer, SimClock
 from gpufleet.cli.demo_view import print_summary, run_live
 from gpufleet.cli.listen import check_free
@@ -96,6 +97,17 @@ def add_parser(commands: Any) -> None:
         "--clone",
         action="store_true",
         help="add a VM cloned from the first node's image (same GPU uuids: refused, 409)",
+    )
+    p.add_argument(
+        "--pathologies",
+        type=pathology_count,
+        nargs="?",
+        const=len(PATHOLOGY_FLAVOURS),
+        default=0,
+        metavar="N",
+        help="add N (default: all %(const)s) 8-GPU nodes whose jobs show every bottleneck "
+        "verdict (input-bound, CPU-limited, communication- and memory-bound, throttled, "
+        "straggler, no tensor cores) and broken GPUs (XIDs, ECC, fallen off the bus)",
     )
     influx = p.add_argument_group(
         "InfluxDB sink",

@@ -1,7 +1,9 @@
 """The demo's fleet: ``--nodes`` x ``--gpus-per-node`` simulated nodes, and the nodes that
 show what real fleets do to the figures when asked: a MIG node (``--mig``), a node whose
-clock is off (``--skew``), a node cut off from the collector for a while (``--outage``) and
-a VM cloned from another's image (``--clone``), and a node nobody uses (``--spare``)."""
+clock is off (``--skew``), a node cut off from the collector for a while (``--outage``),
+a VM cloned from another's image (``--clone``), a node nobody uses (``--spare``), and
+nodes whose jobs show every bottleneck and broken GPU of issue 24 (``--pathologies N``: the
+first N of build_pathology_fleet's)."""
 
 from __future__ import annotations
 
@@ -9,9 +11,14 @@ import argparse
 
 from agent.sources.simulated.hardware import gpu_model
 from agent.sources.simulated.mig import EXAMPLE_LAYOUTS
-from agent.sources.simulated.plan import build_gpus
+from agent.sources.simulated.plan import PATHOLOGY_FLAVOURS, build_gpus
 from agent.sources.simulated.shared import build_shared_node
-from agent.sources.simulated.source import SimulatedFleet, SimulatedNode, build_fleet
+from agent.sources.simulated.source import (
+    SimulatedFleet,
+    SimulatedNode,
+    build_fleet,
+    build_pathology_fleet,
+)
 from gpufleet.cli.demo_fleet import Outage
 from gpufleet.cli.demo_pace import SimClock
 
@@ -50,6 +57,8 @@ def demo_fleet(args: argparse.Namespace, start: float) -> SimulatedFleet:
         nodes.append(
             SimulatedNode(SPARE_NODE, build_gpus(SPARE_NODE, boards, [], args.seed, start))
         )
+    if getattr(args, "pathologies", 0):
+        nodes += build_pathology_fleet(args.seed, start).nodes[: args.pathologies]
     if getattr(args, "clone", False):
         nodes.append(nodes[0].clone(f"{nodes[0].name}-clone"))
     return SimulatedFleet(nodes)
@@ -71,3 +80,13 @@ def outage_of(
         return None
     start = live_start + OUTAGE_AFTER_SECONDS
     return Outage(clock, start, start + minutes * 60.0)
+
+
+def pathology_count(text: str) -> int:
+    """``--pathologies``: 1 .. the number of pathology node flavours."""
+    n = int(text) if text.isdigit() else -1
+    if not 1 <= n <= len(PATHOLOGY_FLAVOURS):
+        raise argparse.ArgumentTypeError(
+            f"must be a count from 1 to {len(PATHOLOGY_FLAVOURS)}, got {text!r}"
+        )
+    return n

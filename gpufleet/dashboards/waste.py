@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from gpufleet.dashboards.fleet import MONEY, WASTE_UID, currency_variable
 from gpufleet.dashboards.grafana import Json, Panel, Target, dashboard, query_variable
+from gpufleet.dashboards.why import why_it_wastes
 
 IDLE = 'gpufleet_workload_idle_gpu_seconds_total{k8s_namespace_name=~"$namespace"}'
 NS_WASTE = 'gpufleet_workload_waste_total{currency="$currency", k8s_namespace_name=~"$namespace"}'
@@ -26,8 +27,16 @@ def idle_waste() -> Json:
         WASTE_UID,
         "gpufleet / Idle waste and recommendations",
         "Idle GPU-hours and their cost by namespace, team and GPU model; open "
-        "recommendations and what they would save; what-if costs of plans.",
-        [*_idle_trends(), *_idle_tables(), *_owners(), *_recommendations(), *_plans()],
+        "recommendations and what they would save; what-if costs of plans; why busy "
+        "workloads waste (bottlenecks) and the money on broken GPUs.",
+        [
+            *_idle_trends(),
+            *_idle_tables(),
+            *_owners(),
+            *_recommendations(),
+            *_plans(),
+            *why_it_wastes(),
+        ],
         [currency_variable(), namespace],
     )
 

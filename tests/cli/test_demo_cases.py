@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+import pytest
+
 from agent.sources.simulated.source import DEFAULT_START_TIME
 from gpufleet.cli.demo import demo_fleet
 
@@ -33,3 +35,28 @@ def test_the_spare_node_holds_eight_a100s_that_nobody_uses() -> None:
     for hour in range(3):
         samples = spare.read(DEFAULT_START_TIME + 3600 * hour)
         assert len(samples) == 8 and all(not s.workloads and not s.processes for s in samples)
+
+
+def test_pathologies_adds_the_pathology_fleets_first_nodes_with_their_true_causes() -> None:
+    from agent.sources.simulated.plan import PATHOLOGY_FLAVOURS
+    from agent.sources.simulated.source import build_pathology_fleet
+    from gpufleet.cli.main import build_parser
+
+    parsed = build_parser().parse_args(["demo", "--pathologies"])
+    assert parsed.pathologies == len(PATHOLOGY_FLAVOURS)
+    assert build_parser().parse_args(["demo"]).pathologies == 0
+    fleet = demo_fleet(args(pathologies=2), DEFAULT_START_TIME)
+    names = [n.name for n in fleet.nodes]
+    assert names == ["gpu-node-00", "gpu-node-01", "gpu-patho-00", "gpu-patho-01"]
+    truth = build_pathology_fleet(0, DEFAULT_START_TIME).nodes[:2]
+    assert [n.discover() for n in fleet.nodes[2:]] == [n.discover() for n in truth]
+
+
+def test_a_pathology_count_out_of_range_is_refused_naming_the_range(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from gpufleet.cli.main import build_parser
+
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["demo", "--pathologies", "9"])
+    assert "--pathologies: must be a count from 1 to 5, got '9'" in capsys.readouterr().err

@@ -1,8 +1,9 @@
 """A running ``gpufleet demo`` scraped by a real Prometheus, for the live dashboard tests.
 
 The demo runs as a subprocess (collector on port P, simulated agents with dcgm-exporter
-names on P+1..P+4); Prometheus (Debian package) scrapes them every second with our rules
-loaded, on a loopback port, with its TSDB in a temporary directory.
+names on P+1..P+7, three of them pathology nodes); Prometheus (Debian package) scrapes them
+every second with our rules loaded, on a loopback port, with its TSDB in a temporary
+directory.
 """
 
 from __future__ import annotations
@@ -24,6 +25,17 @@ import httpx
 from tests.dashboards.queries import ROOT, RULES
 
 NODES = 4
+#: and the demo's first pathology nodes (--pathologies): every bottleneck verdict and
+#: broken GPUs (XIDs and ECC on the second, a GPU off the bus on the third: a node short
+#: of GPUs), for the "Why it wastes" panels
+PATHOLOGY_NODES = 3
+AGENTS = NODES + PATHOLOGY_NODES
+#: the third pathology node's faulted job (plan.PATHOLOGY_FLAVOURS[2], Slot(_FAULT): one
+#: GPU) has fallen off the bus (pathology.falls_off_bus): NVML answers GPU_IS_LOST, so
+#: it has no temperature and its node is one GPU short
+OFF_BUS_GPUS = 1
+#: every node has 8 GPUs (the demo's default --gpus-per-node, the pathology nodes' size)
+GPUS = 8 * AGENTS
 HOST = "127.0.0.1"
 #: simulated seconds per wall second. The demo ships every ~30 simulated seconds and a GPU
 #: turns unknown three batch intervals late, so 600x works too (measured: 99 passed in
@@ -53,7 +65,7 @@ def _free(port: int) -> bool:
 
 
 def prometheus_config(port: int) -> str:
-    agents = ", ".join(f"'127.0.0.1:{port + 1 + i}'" for i in range(NODES))
+    agents = ", ".join(f"'127.0.0.1:{port + 1 + i}'" for i in range(AGENTS))
     return (
         "global: {scrape_interval: 1s, evaluation_interval: 1s, scrape_timeout: 1s}\n"
         f"rule_files: ['{RULES}']\n"
@@ -121,7 +133,7 @@ def _process(argv: list[str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
 def _demo_argv(port: int) -> list[str]:
     return [sys.executable, "-m", "gpufleet", "demo", "--plain", "--duration", "300",
             "--port", str(port), "--speed", str(SPEED), "--history", "2",
-            "--nodes", str(NODES)]  # fmt: skip
+            "--nodes", str(NODES), "--pathologies", str(PATHOLOGY_NODES)]  # fmt: skip
 
 
 def _prometheus_argv(config: Path, data: Path, port: int) -> list[str]:
@@ -131,7 +143,7 @@ def _prometheus_argv(config: Path, data: Path, port: int) -> list[str]:
 
 @contextmanager
 def live_stack(workdir: Path) -> Iterator[Prometheus]:
-    port = free_port_block(NODES + 1)
+    port = free_port_block(AGENTS + 1)
     prom_port = free_port_block(1)
     config = workdir / "prometheus.yml"
     config.write_text(prometheus_config(port))
@@ -148,7 +160,7 @@ def live_stack(workdir: Path) -> Iterator[Prometheus]:
 
 
 def _targets_up(prom: Prometheus) -> bool:
-    return len(prom.query("up == 1")) == NODES + 1
+    return len(prom.query("up == 1")) == AGENTS + 1
 
 
 def _enough_data(prom: Prometheus) -> bool:

@@ -22,7 +22,13 @@ import pytest
 from collector.analysis.carbon import IntensityTable
 from collector.analysis.cost import PriceBook
 from collector.config import CarbonSettings
-from tests.dashboards.live_stack import Prometheus, escape_regex, live_stack
+from tests.dashboards.live_stack import (
+    GPUS,
+    OFF_BUS_GPUS,
+    Prometheus,
+    escape_regex,
+    live_stack,
+)
 from tests.dashboards.queries import (
     DASHBOARDS,
     NVIDIA_DASHBOARD,
@@ -127,9 +133,10 @@ def test_alert_expression_evaluates(rule: dict[str, Any], prom: Prometheus) -> N
 
 
 def test_the_demo_fleet_is_all_there(prom: Prometheus) -> None:
-    assert len(prom.query("gpufleet_gpu_info")) == 32
-    assert len(prom.query("DCGM_FI_DEV_GPU_TEMP")) == 32
-    assert prom.query("sum(gpufleet_fleet_gpus)")[0]["value"][1] == "32"
+    assert len(prom.query("gpufleet_gpu_info")) == GPUS
+    assert len(prom.query("DCGM_FI_DEV_GPU_TEMP")) == GPUS - OFF_BUS_GPUS
+    assert prom.query("sum(gpufleet_node_gpus_missing)")[0]["value"][1] == str(OFF_BUS_GPUS)
+    assert prom.query("sum(gpufleet_fleet_gpus)")[0]["value"][1] == str(GPUS)
 
 
 def test_waste_now_is_the_hourly_price_of_the_gpus_idle_in_the_same_scrape(

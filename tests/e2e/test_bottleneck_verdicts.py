@@ -7,6 +7,8 @@ over loopback HTTP; the recommender's bottleneck recommendations, read back thro
 verdict on healthy training jobs, and money that never passes each workload's unused share
 and, with what no verdict explains, adds up to it, itself checked against the simulator's
 true activity and clocks; a straggler's money is its job's lost time against truth.
+Remediation, run on the collector's view after the run, cordons exactly the nodes with
+faulted GPUs; each XID-faulted GPU names the XID codes the simulator made it log.
 """
 
 from __future__ import annotations
@@ -26,6 +28,15 @@ from agent.sources.simulated.pathology import falls_off_bus, gpu_signals
 from agent.sources.simulated.source import SimJob, SimulatedFleet, build_pathology_fleet
 from agent.sources.simulated.truth import TRUE_CAUSES, true_cause
 from agent.sources.simulated.workloads import ActivityKind
+from collector.actions.kubernetes import api_client
+from collector.actions.log import ActionLog
+from collector.actions.node_executors import KubernetesCordon, NodeExecutor
+from collector.actions.remediation import Remediator
+from collector.actions.settings import ActionSettings, KubernetesSettings, RemediationSettings
+from collector.analysis.verdicts import HARDWARE_XIDS
+from collector.ledger.store import Ledger
+from tests.collector.actions.fake_kubernetes import TOKEN as K8S_TOKEN
+from tests.collector.actions.fake_kubernetes import FakeKubernetes
 from tests.e2e.fleet_rig import TOKEN, FleetRig
 from tests.e2e.truth import gpus_of
 
@@ -278,3 +289,56 @@ def test_report_bottlenecks_gives_the_api_figures(
         capture_output=True, text=True, check=True, timeout=60,
     )  # fmt: skip
     assert "Why it wastes" in table.stdout
+
+
+def test_each_xid_faulted_gpu_names_the_xids_the_simulator_logged(rig: FleetRig) -> None:
+    """A broken GPU's evidence carries its hardware XID codes (remediation's drain reason
+    quotes them): the codes the simulator made that GPU log, no more and no fewer."""
+    with httpx.Client(base_url=rig.url, timeout=10, headers=AUTH) as client:
+        answer = client.get("/v1/recommendations", params={"kind": "broken_gpus"}).json()
+    items = answer["recommendations"] if isinstance(answer, dict) else answer
+    broken = [b for r in items for b in r["evidence"]["broken"] if b["condition"] == "xid"]
+    assert broken, "the pathology fleet has XID-faulted GPUs"
+    by_key = {j.workload.key: j for j in rig.fleet.jobs}
+    for entry in broken:
+        gpu, job = rig.fleet.gpu(entry["gpu"]), by_key[entry["workload"]]
+        logged: set[int] = set()
+        t = rig.start
+        while t <= rig.start + RUN_SECONDS:
+            segment = gpu.segment_at(t)
+            sm, _ = gpu.activity(segment)
+            signals = gpu_signals(job, gpu.model, gpu.key, segment, sm, gpu.lags(job))
+            logged |= HARDWARE_XIDS.intersection(signals.xid_errors)
+            t += STEP_SECONDS
+        assert logged and entry["xids"] == sorted(logged), entry
+
+
+def test_remediation_cordons_exactly_the_nodes_with_faulted_gpus(
+    rig: FleetRig, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Remediation on the collector's own fleet view and recommendations after the run:
+    cordoned (through the Kubernetes client, against a local API server) are the nodes
+    where the simulator faults a job's GPUs (XIDs, some off the bus), and no node whose
+    GPUs only throttle or straggle."""
+    workdir = tmp_path_factory.mktemp("remedy")
+    cluster = FakeKubernetes([], nodes=tuple(n.name for n in rig.fleet.nodes))
+    (workdir / "token").write_text(K8S_TOKEN)
+    k8s = KubernetesSettings(enabled=True, host=cluster.host, token_file=workdir / "token")
+    settings = ActionSettings(kubernetes=k8s, remediation=RemediationSettings(mode="enforce"))
+    executors: dict[str, NodeExecutor] = {"kubernetes": KubernetesCordon(api_client(k8s))}
+    ledger = Ledger.open(str(workdir / "ledger.db"))
+    try:
+        remedy = Remediator(settings, ActionLog(ledger), executors)
+        now = rig.now
+        service = rig.collector.core.service
+        entries = remedy.run(service.fleet(now), service.recommendations(None), now)
+    finally:
+        ledger.close()
+        cluster.close()
+    faulted = {j.node for j in rig.fleet.jobs if j.kind is ActivityKind.FAULTED}
+    throttled = {j.node for j in rig.fleet.jobs if j.kind is ActivityKind.THROTTLED}
+    assert faulted and throttled - faulted, "the fleet has nodes of both kinds"
+    assert {e.workload_key for e in entries if e.decision == "acted"} == {
+        f"node:{n}" for n in faulted
+    }
+    assert {n for n, state in cluster.nodes.items() if state["unschedulable"]} == faulted

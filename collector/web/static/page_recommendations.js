@@ -31,12 +31,34 @@ function evidenceValue(name, value, cur) {
   if (typeof value === "number" && name.endsWith("_watts")) return f.watts(value) + " W";
   if (typeof value === "number" && name.startsWith("price_per")) return `${f.money(value)} ${cur}/h`;
   if (typeof value === "number" && RATIOS.has(name)) return f.pct(value);
+  if (typeof value === "number" && name.endsWith("_per_hour")) return `${f.money(value)} ${cur}/h`;
   if (typeof value === "number") return Number.isInteger(value) ? String(value) : value.toFixed(2);
   if (Array.isArray(value) && name === "moves") return value.map(move).join("; ");
   // GPU uuids are for the tooltip, not six wrapped lines: "3 GPUs"
   if (Array.isArray(value) && value.length && value.every((v) => UUID.test(String(v)))) return t("ev.gpu_list", { n: value.length });
   if (Array.isArray(value)) return value.length > 3 ? `${value.slice(0, 3).join(", ")} … (${value.length})` : value.join(", ");
+  if (isMoneyMap(value)) return Object.entries(value).map(([k, v]) => `${named("cond." + k, k)} ${f.money(v)} ${cur}/h`).join(", ");
   return typeof value === "object" && value !== null ? JSON.stringify(value) : String(value);
+}
+
+// {"xid": 6.88, "off_bus": 3.43} or {"pod:ml/x": 6.88}: money per hour by condition or workload
+function isMoneyMap(value) {
+  return typeof value === "object" && value !== null && !Array.isArray(value) && Object.values(value).every((v) => typeof v === "number");
+}
+
+// a catalogue entry, else the fallback (a workload key is its own name)
+function named(key, fallback) {
+  const text = t(key);
+  return text === key ? fallback : text;
+}
+
+// a bottleneck's verdicts: each likely cause, the money it leaves unused and what to try
+function verdicts(rec) {
+  if (rec.kind !== "bottleneck" || !Array.isArray(rec.evidence.verdicts)) return null;
+  const cur = rec.savings.currency;
+  return h("ul", { class: "verdicts small" }, rec.evidence.verdicts.map((v) =>
+    h("li", { "data-cause": v.cause, title: v.reason },
+      t("rec.verdict", { cause: named("cause." + v.cause, v.cause), money: f.money(v.money_per_hour), cur, advice: named("advice." + v.cause, v.advice) }))));
 }
 
 // one consolidate move: "2 × H100 slurm:42 → gpu-node-03"
@@ -128,7 +150,7 @@ function row(rec, redraw) {
     h("td", {}, h("span", { class: `kind kind-${rec.kind}` }, t("kind." + rec.kind))),
     h("td", {}, subject, lang() === "en" ? h("div", { class: "muted small", translate: "no" }, rec.title) : null),
     h("td", { translate: "no", "data-col": "owner" }, owner(rec)),
-    h("td", {}, evidence(rec)),
+    h("td", {}, evidence(rec), verdicts(rec)),
     h("td", { "data-col": "seen" }, f.duration(rec.savings.evidence_seconds),
       h("div", { class: "muted small" }, t("rec.confidence", { p: f.pct(rec.savings.confidence) }))),
     h("td", { class: "num", "data-col": "money", title: range(rec.savings) }, f.money0(rec.savings.money_per_month)),

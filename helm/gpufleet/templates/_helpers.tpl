@@ -60,6 +60,17 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- if $on }}true{{ end -}}
 {{- end -}}
 
+{{/* Remediation cordons Kubernetes nodes (actions.remediation.mode enforce, not via slurm). */}}
+{{- define "gpufleet.cordoning" -}}
+{{- $r := default dict .Values.collector.config.actions.remediation -}}
+{{- if and (eq (toString $r.mode) "enforce") (ne (toString $r.via) "slurm") }}true{{ end -}}
+{{- end -}}
+
+{{/* The collector talks to the Kubernetes API: auto-release enforces, or remediation cordons. */}}
+{{- define "gpufleet.kubeActions" -}}
+{{- if or (include "gpufleet.enforcing" .) (include "gpufleet.cordoning" .) }}true{{ end -}}
+{{- end -}}
+
 {{/* An enforcing policy not bound to one namespace: the default, or a team:/owner: one. */}}
 {{- define "gpufleet.enforcingAnywhere" -}}
 {{- $a := .Values.collector.config.actions -}}
@@ -70,9 +81,9 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- if $on }}true{{ end -}}
 {{- end -}}
 
-{{/* The collector needs its ServiceAccount: a policy enforces, or it reads pod metadata. */}}
+{{/* The collector needs its ServiceAccount: a policy enforces, remediation cordons, or it reads pod metadata. */}}
 {{- define "gpufleet.collectorAccount" -}}
-{{- if or (include "gpufleet.enforcing" .) (.Values.collector.config.kubernetes).enabled }}true{{ end -}}
+{{- if or (include "gpufleet.kubeActions" .) (.Values.collector.config.kubernetes).enabled }}true{{ end -}}
 {{- end -}}
 
 {{/* Some enforcing policy really acts (dry_run off; dry_run defaults to true). */}}
@@ -112,7 +123,7 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- $_ = set $cfg "influx" (merge (dict "token_file" (printf "%s/influx-token" (include "gpufleet.secretDir" .))) $influx) -}}
 {{- end -}}
 {{- $actions := deepCopy (default dict $cfg.actions) -}}
-{{- $k8s := merge (dict "enabled" (eq (include "gpufleet.enforcing" .) "true")) (default dict $actions.kubernetes) -}}
+{{- $k8s := merge (dict "enabled" (eq (include "gpufleet.kubeActions" .) "true")) (default dict $actions.kubernetes) -}}
 {{- $_ = set $actions "kubernetes" $k8s -}}
 {{- $hook := default dict $actions.webhook -}}
 {{- if .Values.secret.actionWebhook -}}

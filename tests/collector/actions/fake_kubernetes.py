@@ -1,5 +1,6 @@
 """A local HTTP server that speaks the few Kubernetes API paths the executor uses:
-GET pod, GET replicaset, DELETE pod, PATCH deployments/scale and statefulsets/scale.
+GET pod, GET replicaset, DELETE pod, PATCH deployments/scale and statefulsets/scale, and
+GET/PATCH node (cordon: a merge patch of spec and metadata.annotations).
 
 Pods are declared with their labels, annotations and owner; everything else answers 404
 with a Status object, as the API server does. Every call is recorded.
@@ -49,8 +50,12 @@ def _status(code: int, reason: str) -> dict[str, Any]:
 
 
 class FakeKubernetes:
-    def __init__(self, pods: list[FakePod]) -> None:
+    def __init__(self, pods: list[FakePod], nodes: tuple[str, ...] = ()) -> None:
         self.pods = {(p.namespace, p.name): p for p in pods}
+        #: node name -> {"unschedulable": bool, "annotations": {...}}
+        self.nodes: dict[str, dict[str, Any]] = {
+            n: {"unschedulable": False, "annotations": {}} for n in nodes
+        }
         self.calls: list[Call] = []
         self.scales: dict[tuple[str, str, str], int] = {}  # (kind, ns, name) -> replicas
         self.deleted: list[tuple[str, str]] = []
@@ -109,6 +114,8 @@ class FakeKubernetes:
             return 401, _status(401, "Unauthorized")
         if call.method in self.forbid:
             return 403, _status(403, "Forbidden")
+        if m := re.fullmatch(r"/api/v1/nodes/([^/]+)", call.path):
+            return self._node(call, m.group(1))
         if m := re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods/([^/]+)", call.path):
             return self._pod(call, m.group(1), m.group(2))
         if m := re.fullmatch(r"/apis/apps/v1/namespaces/([^/]+)/replicasets/([^/]+)", call.path):
@@ -128,6 +135,19 @@ class FakeKubernetes:
             del self.pods[(ns, name)]
             self.deleted.append((ns, name))
         return 200, pod_json(pod)
+
+    def _node(self, call: Call, name: str) -> tuple[int, dict[str, Any]]:
+        node = self.nodes.get(name)
+        if node is None or call.method not in ("GET", "PATCH"):
+            return 404, _status(404, "NotFound")
+        if call.method == "PATCH":
+            spec = call.body.get("spec", {})
+            if "unschedulable" in spec:
+                node["unschedulable"] = bool(spec["unschedulable"])
+            node["annotations"].update(call.body.get("metadata", {}).get("annotations", {}))
+        meta = {"name": name, "annotations": dict(node["annotations"])}
+        spec = {"unschedulable": True} if node["unschedulable"] else {}
+        return 200, {"apiVersion": "v1", "kind": "Node", "metadata": meta, "spec": spec}
 
     def _replicaset(self, ns: str, name: str) -> tuple[int, dict[str, Any]]:
         deployment = name.rsplit("-", 1)[0]
