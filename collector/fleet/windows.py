@@ -12,7 +12,6 @@ a minute's sums do not care, and a batch that arrives twice is refused before it
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Iterable, Sequence
 
 from agent.model import GpuSample, Workload, WorkloadHostSample
@@ -101,18 +100,18 @@ class WorkloadWindows:
         the same minute (a batch is mostly one), so the holders' tracks are looked up and
         a minute stored once per run, not once per sample (bench/collector_instructions)."""
         run: list[GpuSample] = []
-        minute = 0
+        minute, begin, end = 0, 0.0, 0.0  # the run's minute, and its bounds in seconds
         holders: tuple[Workload, ...] = ()
         for sample in samples:
-            if sample.timestamp <= after:
-                continue
-            at = int(sample.timestamp // MINUTE_SECONDS)
-            if at == minute and sample.workloads == holders:
+            ts = sample.timestamp
+            if begin <= ts < end and after < ts and sample.workloads == holders:
                 run.append(sample)
-                continue
-            if run and holders:
-                self._fold_run(minute, run, node, model)
-            run, minute, holders = [sample], at, sample.workloads
+            elif after < ts:
+                if run and holders:
+                    self._fold_run(minute, run, node, model)
+                minute = int(ts // MINUTE_SECONDS)
+                begin, end = minute * MINUTE_SECONDS, (minute + 1) * MINUTE_SECONDS
+                run, holders = [sample], sample.workloads
         if run and holders:  # nobody holds a GPU without holders: no window to fold into
             self._fold_run(minute, run, node, model)
 
@@ -218,20 +217,22 @@ def _window(
     return WorkloadWindow(ref, start, end, tuple(_gpu(u, t) for u, t in gpus), host)
 
 
-def _ratio(num: float, den: int) -> float | None:
+def _ratio(num: float, den: float) -> float | None:
     return num / den if den else None
 
 
+def _mean(values: list[float]) -> float | None:
+    return math.fsum(values) / len(values) if values else None  # statistics.fmean's way
+
+
 def _gpu(uuid: str, track: _Track) -> GpuWindow:
-    ms = list(track.minutes.values())
-    t = [sum(column) for column in zip(*[m.sums for m in ms], strict=True)]
-    n, sm_n, busy = t[N], t[SM_N], t[BUSY]
+    rows = [m.sums for m in track.minutes.values()]
+    t = list(map(sum, zip(*rows, strict=True)))  # the window's column sums
+    n, busy = t[N], t[BUSY]
     wobbles = [
-        math.sqrt(max(0.0, s[SM2] / s[SM_N] - (s[SM] / s[SM_N]) ** 2))
-        for s in [m.sums for m in ms]
-        if s[SM_N] > 1
+        math.sqrt(max(0.0, s[SM2] / s[SM_N] - (s[SM] / s[SM_N]) ** 2)) for s in rows if s[SM_N] > 1
     ]
-    bursts = [m.rx_max for m in ms if m.sums[RX_N]]
+    ms = track.minutes.values()
     lows = [m.ecc_low for m in ms if m.ecc_low is not None]
     highs = [m.ecc_high for m in ms if m.ecc_high is not None]
     return GpuWindow(
@@ -240,16 +241,16 @@ def _gpu(uuid: str, track: _Track) -> GpuWindow:
         model=track.model,
         samples=n,
         unhealthy_samples=t[LOST],
-        sm_mean=_ratio(t[SM], sm_n),
-        sm_wobble=statistics.fmean(wobbles) if wobbles else None,
-        dram_mean=_ratio(t[DRAM], t[DRAM_N]),
-        tensor_mean=_ratio(t[TENSOR], t[TENSOR_N]),
+        sm_mean=t[SM] / t[SM_N] if t[SM_N] else None,
+        sm_wobble=_mean(wobbles),
+        dram_mean=t[DRAM] / t[DRAM_N] if t[DRAM_N] else None,
+        tensor_mean=t[TENSOR] / t[TENSOR_N] if t[TENSOR_N] else None,
         used_share=t[USED] / n if n else 0.0,
-        pcie_rx_share_mean=_ratio(t[RX], t[RX_N]),
-        pcie_rx_share_burst=statistics.fmean(bursts) if bursts else None,
-        nvlink_bytes_per_second=_ratio(t[NV], t[NV_N]),
+        pcie_rx_share_mean=t[RX] / t[RX_N] if t[RX_N] else None,
+        pcie_rx_share_burst=_mean([m.rx_max for m in ms if m.sums[RX_N]]),
+        nvlink_bytes_per_second=t[NV] / t[NV_N] if t[NV_N] else None,
         throttled_share=t[THROTTLED] / busy if busy else 0.0,
-        clock_ratio=_ratio(t[CLOCK], t[CLOCK_N]),
+        clock_ratio=t[CLOCK] / t[CLOCK_N] if t[CLOCK_N] else None,
         fault_xid_samples=t[XID],
         remap_pending_samples=t[REMAP],
         ecc_uncorrected_increase=max(highs) - min(lows) if lows else 0,
