@@ -162,10 +162,7 @@ class LiveFleet:
                     # moved (silent on its old node past the claim hold): another host's
                     # counter and clock start here; no interval reaches back across it
                     gpu.series_from = min(s.timestamp for s in samples)
-                until = gpu.applied_until
-                self.windows.observe(
-                    batch.node, gpu.model, (s for s in samples if s.timestamp > until)
-                )
+                self.windows.observe(batch.node, gpu.model, samples, gpu.applied_until)
                 queued, newest = gpu.buffer_all(samples, self.rules, received_at)
                 if queued < len(samples):
                     oldest = min(s.timestamp for s in samples)

@@ -12,124 +12,39 @@ a minute's sums do not care, and a batch that arrives twice is refused before it
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Iterable, Sequence
 
 from agent.model import GpuSample, Workload, WorkloadHostSample
 from collector.analysis.energy import workload_ref
-from collector.analysis.verdicts import HARDWARE_XIDS, THROTTLE_MASK
 from collector.analysis.work_window import GpuWindow, HostWindow, WorkloadWindow
+from collector.fleet.minutes import (
+    BUSY,
+    CLOCK,
+    CLOCK_N,
+    DRAM,
+    DRAM_N,
+    LOST,
+    NV,
+    NV_N,
+    REMAP,
+    RX,
+    RX_N,
+    SM,
+    SM2,
+    SM_N,
+    TENSOR,
+    TENSOR_N,
+    THROTTLED,
+    USED,
+    XID,
+    Minute,
+    N,
+)
 from collector.records import WorkloadRef
 
 MINUTE_SECONDS = 60.0
-#: a GPU counts as busy (its clocks and throttle reasons matter) at this SM activity
-_BUSY_SM = 0.05
-#: PCIe bytes per second per lane and direction, by generation (after line encoding)
-PCIE_LANE_BYTES_PER_SECOND = {1: 0.25e9, 2: 0.5e9, 3: 0.985e9, 4: 1.969e9, 5: 3.938e9, 6: 7.563e9}
 #: the most (workload, GPU) pairs followed; past it new pairs are not (counted)
 MAX_TRACKS = 200_000
-
-
-class _Minute:
-    """One minute of one holder's GPU: sums and counts."""
-
-    __slots__ = (
-        "busy",
-        "clock",
-        "clock_n",
-        "dram",
-        "dram_n",
-        "ecc_high",
-        "ecc_low",
-        "lost",
-        "n",
-        "nv",
-        "nv_n",
-        "remap",
-        "rx",
-        "rx_max",
-        "rx_n",
-        "sm",
-        "sm2",
-        "sm_n",
-        "tensor",
-        "tensor_n",
-        "throttled",
-        "used",
-        "xid",
-        "xids",
-    )  # fmt: skip
-
-    def __init__(self) -> None:
-        self.n = self.lost = self.sm_n = self.dram_n = self.tensor_n = 0
-        self.busy = self.throttled = self.clock_n = self.rx_n = self.nv_n = self.xid = 0
-        self.remap = 0
-        self.sm = self.sm2 = self.dram = self.tensor = self.used = 0.0
-        self.clock = self.rx = self.rx_max = self.nv = 0.0
-        self.ecc_low: int | None = None
-        self.ecc_high: int | None = None
-        #: the hardware XID codes seen (rare: only faulted GPUs pay for the set)
-        self.xids: frozenset[int] = frozenset()
-
-    def add(self, s: GpuSample) -> None:
-        self.n += 1
-        if s.xid_errors and not HARDWARE_XIDS.isdisjoint(s.xid_errors):
-            self.xid += 1
-            self.xids |= HARDWARE_XIDS.intersection(s.xid_errors)
-        sm = s.sm_activity
-        if sm is None or not s.healthy:
-            self.lost += 1
-            return
-        self.sm_n += 1
-        self.sm += sm
-        self.sm2 += sm * sm
-        if (dram := s.dram_activity) is not None:
-            self.dram_n += 1
-            self.dram += dram
-        if (tensor := s.tensor_activity) is not None:
-            self.tensor_n += 1
-            self.tensor += tensor
-        clock, default = s.sm_clock_hertz, s.sm_clock_default_hertz
-        if clock and default:
-            ratio = clock / default if clock < default else 1.0
-            self.used += sm * ratio
-            if sm >= _BUSY_SM:
-                self.clock_n += 1
-                self.clock += ratio
-        else:
-            self.used += sm
-        if sm >= _BUSY_SM:
-            self.busy += 1
-            if (reasons := s.throttle_reasons) and reasons & THROTTLE_MASK:
-                self.throttled += 1
-        if (
-            s.pcie_rx_bytes_per_second is not None
-            or s.nvlink_tx_bytes_per_second is not None
-            or s.nvlink_rx_bytes_per_second is not None
-        ):
-            self._links(s)
-        if s.remapped_rows_pending:
-            self.remap += 1
-        if (ecc := s.ecc_uncorrected_total) is not None:
-            self._ecc(ecc)
-
-    def _ecc(self, ecc: int) -> None:
-        self.ecc_low = ecc if self.ecc_low is None else min(self.ecc_low, ecc)
-        self.ecc_high = ecc if self.ecc_high is None else max(self.ecc_high, ecc)
-
-    def _links(self, s: GpuSample) -> None:
-        rx, gen, width = s.pcie_rx_bytes_per_second, s.pcie_link_generation_max, s.pcie_link_width
-        lane = PCIE_LANE_BYTES_PER_SECOND.get(gen or 0)
-        width = s.pcie_link_width_max or width
-        if rx is not None and lane and width:
-            share = rx / (lane * width)
-            self.rx_n += 1
-            self.rx += share
-            self.rx_max = max(self.rx_max, share)
-        tx, rx_nv = s.nvlink_tx_bytes_per_second, s.nvlink_rx_bytes_per_second
-        if tx is not None or rx_nv is not None:
-            self.nv_n += 1
-            self.nv += (tx or 0.0) + (rx_nv or 0.0)
 
 
 class _HostMinute:
@@ -159,7 +74,7 @@ class _Track:
 
     def __init__(self, node: str, model: str) -> None:
         self.node, self.model = node, model
-        self.minutes: dict[int, _Minute] = {}
+        self.minutes: dict[int, Minute] = {}
 
 
 class WorkloadWindows:
@@ -172,28 +87,55 @@ class WorkloadWindows:
         self._refs: dict[str, WorkloadRef] = {}
         self._hosts: dict[str, dict[int, _HostMinute]] = {}
         self._count = 0
+        #: GPU uuid -> (holders, node, model, their tracks): ``_tracks_for``'s memory
+        self._holding: dict[str, tuple[tuple[Workload, ...], str, str, list[_Track]]] = {}
         #: (workload, GPU) pairs not followed because ``max_tracks`` was reached
         self.dropped = 0
 
-    def observe(self, node: str, model: str, samples: Iterable[GpuSample]) -> None:
-        """Fold one GPU's samples (of ``model`` on ``node``) into its holders' minutes.
-
-        A GPU's consecutive samples mostly have the same holders: their tracks are looked
-        up once per change of holders, not once per sample (bench/collector_instructions)."""
-        holders: tuple[Workload, ...] | None = None
-        tracks: list[_Track] = []
+    def observe(
+        self, node: str, model: str, samples: Iterable[GpuSample], after: float = -math.inf
+    ) -> None:
+        """Fold one GPU's samples newer than ``after`` (of ``model`` on ``node``) into its
+        holders' minutes, a run at a time: consecutive samples with the same holders in
+        the same minute (a batch is mostly one), so the holders' tracks are looked up and
+        a minute stored once per run, not once per sample (bench/collector_instructions)."""
+        run: list[GpuSample] = []
+        minute, begin, end = 0, 0.0, 0.0  # the run's minute, and its bounds in seconds
+        holders: tuple[Workload, ...] = ()
         for sample in samples:
-            if sample.workloads != holders:
-                holders = sample.workloads
-                tracks = self._tracks_of(holders, sample.gpu_uuid, node, model)
-            if not tracks:
-                continue
-            minute = int(sample.timestamp // MINUTE_SECONDS)
-            for track in tracks:
-                acc = track.minutes.get(minute)
-                if acc is None:
-                    acc = track.minutes[minute] = _Minute()
-                acc.add(sample)
+            ts = sample.timestamp
+            if begin <= ts < end and after < ts and sample.workloads == holders:
+                run.append(sample)
+            elif after < ts:
+                if run and holders:
+                    self._fold_run(minute, run, node, model)
+                minute = int(ts // MINUTE_SECONDS)
+                begin, end = minute * MINUTE_SECONDS, (minute + 1) * MINUTE_SECONDS
+                run, holders = [sample], sample.workloads
+        if run and holders:  # nobody holds a GPU without holders: no window to fold into
+            self._fold_run(minute, run, node, model)
+
+    def _fold_run(self, minute: int, run: list[GpuSample], node: str, model: str) -> None:
+        tracks = self._tracks_for(run[0].workloads, run[0].gpu_uuid, node, model)
+        if not tracks:
+            return
+        for track in tracks:  # each holder of a shared GPU folds the run into its own minute
+            acc = track.minutes.get(minute)
+            if acc is None:
+                acc = track.minutes[minute] = Minute()
+            acc.fold(run)
+
+    def _tracks_for(
+        self, holders: tuple[Workload, ...], uuid: str, node: str, model: str
+    ) -> list[_Track]:
+        """The tracks of ``holders`` on GPU ``uuid``, remembered per GPU until its holders,
+        node or model change, or ``windows`` prunes (each ``Workload.key`` is a format)."""
+        held = self._holding.get(uuid)
+        if held is not None and held[0] == holders and held[1] == node and held[2] == model:
+            return held[3]
+        tracks = self._tracks_of(holders, uuid, node, model)
+        self._holding[uuid] = (holders, node, model, tracks)
+        return tracks
 
     def _tracks_of(
         self, holders: Sequence[Workload], uuid: str, node: str, model: str
@@ -234,6 +176,7 @@ class WorkloadWindows:
         """Each workload seen within the window before ``now`` (event time), its GPUs in
         uuid order; older minutes, and workloads gone quiet, are dropped here."""
         first = math.floor((now - self.window_seconds) / MINUTE_SECONDS)
+        self._holding.clear()  # tracks pruned below must not be folded into again
         out = []
         for key in sorted(self._tracks):
             gpus = self._prune(key, first)
@@ -274,41 +217,44 @@ def _window(
     return WorkloadWindow(ref, start, end, tuple(_gpu(u, t) for u, t in gpus), host)
 
 
-def _ratio(num: float, den: int) -> float | None:
+def _ratio(num: float, den: float) -> float | None:
     return num / den if den else None
 
 
+def _mean(values: list[float]) -> float | None:
+    return math.fsum(values) / len(values) if values else None  # statistics.fmean's way
+
+
 def _gpu(uuid: str, track: _Track) -> GpuWindow:
-    ms = list(track.minutes.values())
-    n, sm_n = sum(m.n for m in ms), sum(m.sm_n for m in ms)
-    busy = sum(m.busy for m in ms)
-    wobbles = [math.sqrt(max(0.0, m.sm2 / m.sm_n - (m.sm / m.sm_n) ** 2)) for m in ms if m.sm_n > 1]
-    bursts = [m.rx_max for m in ms if m.rx_n]
-    ecc = [(m.ecc_low, m.ecc_high) for m in ms if m.ecc_low is not None]
+    rows = [m.sums for m in track.minutes.values()]
+    t = list(map(sum, zip(*rows, strict=True)))  # the window's column sums
+    n, busy = t[N], t[BUSY]
+    wobbles = [
+        math.sqrt(max(0.0, s[SM2] / s[SM_N] - (s[SM] / s[SM_N]) ** 2)) for s in rows if s[SM_N] > 1
+    ]
+    ms = track.minutes.values()
+    lows = [m.ecc_low for m in ms if m.ecc_low is not None]
+    highs = [m.ecc_high for m in ms if m.ecc_high is not None]
     return GpuWindow(
         uuid=uuid,
         node=track.node,
         model=track.model,
         samples=n,
-        unhealthy_samples=n - sm_n,
-        sm_mean=_ratio(sum(m.sm for m in ms), sm_n),
-        sm_wobble=statistics.fmean(wobbles) if wobbles else None,
-        dram_mean=_ratio(sum(m.dram for m in ms), sum(m.dram_n for m in ms)),
-        tensor_mean=_ratio(sum(m.tensor for m in ms), sum(m.tensor_n for m in ms)),
-        used_share=sum(m.used for m in ms) / n if n else 0.0,
-        pcie_rx_share_mean=_ratio(sum(m.rx for m in ms), sum(m.rx_n for m in ms)),
-        pcie_rx_share_burst=statistics.fmean(bursts) if bursts else None,
-        nvlink_bytes_per_second=_ratio(sum(m.nv for m in ms), sum(m.nv_n for m in ms)),
-        throttled_share=sum(m.throttled for m in ms) / busy if busy else 0.0,
-        clock_ratio=_ratio(sum(m.clock for m in ms), sum(m.clock_n for m in ms)),
-        fault_xid_samples=sum(m.xid for m in ms),
+        unhealthy_samples=t[LOST],
+        sm_mean=t[SM] / t[SM_N] if t[SM_N] else None,
+        sm_wobble=_mean(wobbles),
+        dram_mean=t[DRAM] / t[DRAM_N] if t[DRAM_N] else None,
+        tensor_mean=t[TENSOR] / t[TENSOR_N] if t[TENSOR_N] else None,
+        used_share=t[USED] / n if n else 0.0,
+        pcie_rx_share_mean=t[RX] / t[RX_N] if t[RX_N] else None,
+        pcie_rx_share_burst=_mean([m.rx_max for m in ms if m.sums[RX_N]]),
+        nvlink_bytes_per_second=t[NV] / t[NV_N] if t[NV_N] else None,
+        throttled_share=t[THROTTLED] / busy if busy else 0.0,
+        clock_ratio=t[CLOCK] / t[CLOCK_N] if t[CLOCK_N] else None,
+        fault_xid_samples=t[XID],
         fault_xids=tuple(sorted(frozenset().union(*(m.xids for m in ms)))),
-        remap_pending_samples=sum(m.remap for m in ms),
-        ecc_uncorrected_increase=(
-            max(h for _, h in ecc if h is not None) - min(lo for lo, _ in ecc if lo is not None)
-            if ecc
-            else 0
-        ),
+        remap_pending_samples=t[REMAP],
+        ecc_uncorrected_increase=max(highs) - min(lows) if lows else 0,
     )
 
 

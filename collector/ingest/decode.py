@@ -38,6 +38,9 @@ BATCH_DEPTH = 7
 _PATH = re.compile(r" - at `(\$[^`]*)`")
 #: how JSON spells a NUL character (a raw one is not valid JSON inside a string)
 _NUL = b"\\u0000"
+#: every JSON escape starts with one: most bodies have none, and a one-byte search is a
+#: memchr, ~10x cheaper than the six-byte ``_NUL`` search over the whole body
+_ESCAPE = b"\\"
 
 
 class _Versioned(msgspec.Struct):
@@ -85,7 +88,7 @@ def _parse(data: bytes) -> Batch:
         raise IngestError(422, f"body is not valid JSON: {err}") from err
     if batch.schema_version != SCHEMA_VERSION:
         raise schema_error(batch.schema_version)
-    if _NUL in data and isinstance(batch, CheckedBatch):
+    if _ESCAPE in data and _NUL in data and isinstance(batch, CheckedBatch):
         # a string with a NUL character passed the constraints (rules.py NO_NUL): decoded
         # plainly, ``validate_batch`` walks the values and names it
         return _BATCH_DECODER.decode(data)

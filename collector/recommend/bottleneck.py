@@ -24,12 +24,26 @@ def bottlenecks(
 ) -> list[Recommendation]:
     """One per workload with a verdict, over its window."""
     rules = policy or BottleneckPolicy()
+    prices = window_prices(windows, ctx)
     out = []
     for window in windows:
-        prices = {g.uuid: window_price(g, ctx) for g in window.gpus}
         diagnosis = diagnose(window, prices, rules)
         if diagnosis is not None:
             out.append(_recommendation(diagnosis, ctx))
+    return out
+
+
+def window_prices(windows: Sequence[WorkloadWindow], ctx: RuleContext) -> dict[str, float]:
+    """Each window GPU's ``window_price`` by uuid, looked up once per (model, node): a
+    price book lookup costs ~50,000 instructions (bench/collector_instructions)."""
+    by_place: dict[tuple[str, str], float] = {}
+    out = {}
+    for window in windows:
+        for gpu in window.gpus:
+            price = by_place.get((gpu.model, gpu.node))
+            if price is None:
+                price = by_place[gpu.model, gpu.node] = window_price(gpu, ctx)
+            out[gpu.uuid] = price
     return out
 
 

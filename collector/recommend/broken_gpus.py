@@ -25,7 +25,7 @@ from collector.analysis.broken_gpus import (
 )
 from collector.analysis.verdicts import BottleneckPolicy
 from collector.analysis.work_window import WorkloadWindow
-from collector.recommend.bottleneck import window_price
+from collector.recommend.bottleneck import window_prices
 from collector.recommend.rules import RuleContext, make
 from collector.records import GpuView, Recommendation, RecommendationKind
 
@@ -41,7 +41,7 @@ def broken_gpus(
     policy: BottleneckPolicy | None = None,
 ) -> list[Recommendation]:
     rules = policy or BottleneckPolicy()
-    prices = {g.uuid: window_price(g, ctx) for w in windows for g in w.gpus}
+    prices = window_prices(windows, ctx)
     held: dict[str, list[HeldBroken]] = {}
     for b in held_broken(windows, prices, rules):
         held.setdefault(b.node, []).append(b)
