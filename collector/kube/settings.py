@@ -6,7 +6,7 @@ pod's ``Workload.labels``), through the same resolution (collector/kube/owners.p
 
 Least privilege (read-only RBAC the chart grants when it is on):
   ""     pods, namespaces   get, list, watch
-  apps   replicasets        get, list, watch
+  apps   replicasets, statefulsets, daemonsets  get, list, watch
   batch  jobs               get, list, watch
   resource.k8s.io  resourceclaims, resourceslices  get, list, watch  (DRA, where served)
 """
@@ -50,7 +50,8 @@ class KubeMetadataSettings:
     metric_labels: list[str] = field(default_factory=lambda: ["team", "owner_kind", "owner_name"])
     #: pods kept in memory (~1 KiB each); past it new pods are counted and not kept
     max_pods: int = 100_000
-    #: ReplicaSets and Jobs kept (their owner link only); past it counted and not kept
+    #: ReplicaSets, Jobs, StatefulSets and DaemonSets kept (their owner link only); past
+    #: it counted and not kept
     max_owners: int = 100_000
     #: a watch is reopened after this long (the server ends it anyway, typically 5-10 min)
     watch_timeout_seconds: int = 300

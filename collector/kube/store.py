@@ -1,5 +1,6 @@
 """What the collector keeps of the cluster: pods, namespaces and the owner links of
-ReplicaSets and Jobs, as the watches (collector/kube/watcher.py) last saw them.
+ReplicaSets, Jobs, StatefulSets and DaemonSets, as the watches (collector/kube/watcher.py)
+last saw them.
 
 Only what attribution needs is kept (the labels and annotations in ``keep``, the
 controller ownerReference, the priority class), and at most ``max_pods`` pods and
@@ -18,14 +19,18 @@ from collector.kube.owners import NO_MARKS, Attribution, Keys, Marks, PodFacts, 
 
 #: the resources watched, each with where its objects go
 POD, NAMESPACE, REPLICASET, JOB = "pods", "namespaces", "replicasets", "jobs"
-OWNER_KINDS = {REPLICASET: "ReplicaSet", JOB: "Job"}
+#: a Kubeflow Notebook's pod is its StatefulSet's; a DaemonSet may have an owner too
+STATEFULSET, DAEMONSET = "statefulsets", "daemonsets"
+OWNER_KINDS = {
+    REPLICASET: "ReplicaSet", JOB: "Job", STATEFULSET: "StatefulSet", DAEMONSET: "DaemonSet",
+}  # fmt: skip
 
 
 class MetadataStore:
     def __init__(self, keys: Keys, keep: Collection[str], max_pods: int, max_owners: int) -> None:
         self.keys = keys
         self._keep = frozenset(keep) | set(keys.team) | set(keys.user) | set(keys.queue)
-        self._max = {POD: max_pods, REPLICASET: max_owners, JOB: max_owners}
+        self._max = {POD: max_pods, **dict.fromkeys(OWNER_KINDS, max_owners)}
         self._lock = threading.Lock()
         self._pods: dict[tuple[str, str], PodFacts] = {}
         self._namespaces: dict[str, Marks] = {}
@@ -91,12 +96,8 @@ class MetadataStore:
         """Objects held, by resource."""
         with self._lock:
             kinds = [k[0] for k in self._parents]
-            return {
-                POD: len(self._pods),
-                NAMESPACE: len(self._namespaces),
-                REPLICASET: kinds.count("ReplicaSet"),
-                JOB: kinds.count("Job"),
-            }
+            owners = {r: kinds.count(kind) for r, kind in OWNER_KINDS.items()}
+            return {POD: len(self._pods), NAMESPACE: len(self._namespaces), **owners}
 
     def _parent_of(self, kind: str, namespace: str, name: str) -> Ref | None:
         return self._parents.get((kind, namespace, name))

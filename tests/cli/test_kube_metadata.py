@@ -76,6 +76,9 @@ def test_the_readers_counters_reach_metrics(tmp_path: Path) -> None:
         wait_for(lambda: store.counts()["pods"] == 4 and watcher.dra == "v1")
         jobs = next(w for w in watcher.watches if w.resource == "jobs")
         wait_for(lambda: jobs.stats.failures >= 1)
+        # the claims' watch starts after discovery: its first list may still be under way
+        claims = next(w for w in watcher.watches if w.resource == "resourceclaims")
+        wait_for(lambda: claims.stats.lists >= 1)
         families = list(KubeReaderMetrics(store, watcher.watches).collect())
         exported = {
             (s.name, s.labels.get("resource")): s.value for m in families for s in m.samples
