@@ -24,6 +24,8 @@ STATEFULSET, DAEMONSET = "statefulsets", "daemonsets"
 OWNER_KINDS = {
     REPLICASET: "ReplicaSet", JOB: "Job", STATEFULSET: "StatefulSet", DAEMONSET: "DaemonSet",
 }  # fmt: skip
+#: the (uid, resourceVersion) of a pod not held
+NO_VERSION = ("", "")
 
 
 class MetadataStore:
@@ -40,18 +42,22 @@ class MetadataStore:
         self.dropped: dict[str, int] = dict.fromkeys(self._max, 0)
         #: DRA: which pods a ResourceClaim gave each GPU (collector/kube/claims.py)
         self._claims = ClaimBook(max_pods)
-        #: bumped by every change: the enricher's memo key
-        self.generation = 0
+        #: each pod's (uid, resourceVersion): with ``links``, the enricher's memo key
+        self._versions: dict[tuple[str, str], tuple[str, str]] = {}
+        #: bumped when what every pod's attribution may read changes (a namespace's kept
+        #: labels, an owner link), not by a pod's events nor by a ReplicaSet's status
+        self.links = 0
 
     def replace(self, resource: str, objects: Iterable[Mapping[str, Any]]) -> None:
         """A fresh list of ``resource``: everything of it held before is forgotten."""
         with self._lock:
-            self.generation += 1
             if resource in (CLAIM, SLICE):
                 self._claims.replace(resource, objects)
                 return
+            before = (dict(self._namespaces), dict(self._parents))
             if resource == POD:
                 self._pods.clear()
+                self._versions.clear()
             elif resource == NAMESPACE:
                 self._namespaces.clear()
             else:
@@ -59,17 +65,25 @@ class MetadataStore:
                 self._parents = {k: v for k, v in self._parents.items() if k[0] != kind}
             for obj in objects:
                 self._put(resource, obj)
+            if before != (self._namespaces, self._parents):
+                self.links += 1
 
     def apply(self, resource: str, event: str, obj: Mapping[str, Any]) -> None:
         """One watch event (ADDED, MODIFIED, DELETED) of ``resource``."""
         with self._lock:
-            self.generation += 1
             if resource in (CLAIM, SLICE):
                 self._claims.apply(resource, event, obj)
             elif event == "DELETED":
                 self._delete(resource, obj)
             else:
                 self._put(resource, obj)
+
+    def stamp(self, namespace: str, name: str) -> tuple[str, str, int]:
+        """What the pod's attribution depends on: its (uid, resourceVersion), ("", "")
+        while unknown, and ``links``. Equal stamps, equal attributions. Without the lock:
+        one dict read, atomic, on the ingest path's every pod."""
+        uid, version = self._versions.get((namespace, name), NO_VERSION)
+        return uid, version, self.links
 
     def attribution(self, namespace: str, name: str) -> Attribution | None:
         """The pod's attribution, None when the pod is not known."""
@@ -106,7 +120,9 @@ class MetadataStore:
         meta = obj.get("metadata") or {}
         ns, name = meta.get("namespace", ""), meta.get("name", "")
         if resource == NAMESPACE:
-            self._namespaces[name] = self._marks(meta)
+            marks = self._marks(meta)
+            self._changed(self._namespaces.get(name) != marks)
+            self._namespaces[name] = marks
             return
         if resource == POD:
             if (ns, name) not in self._pods and self._full(POD, len(self._pods)):
@@ -115,11 +131,21 @@ class MetadataStore:
             self._pods[(ns, name)] = PodFacts(
                 ns, name, self._marks(meta), controller(meta), spec.get("priorityClassName", "")
             )
+            self._versions[(ns, name)] = (
+                str(meta.get("uid", "")), str(meta.get("resourceVersion", ""))
+            )  # fmt: skip
             return
         key = (OWNER_KINDS[resource], ns, name)
         if key not in self._parents and self._full(resource, len(self._parents)):
             return
-        self._parents[key] = controller(meta)
+        parent = controller(meta)
+        self._changed(key not in self._parents or self._parents[key] != parent)
+        self._parents[key] = parent
+
+    def _changed(self, changed: bool) -> None:
+        """A namespace's marks or an owner link changed: every memoised attribution may."""
+        if changed:
+            self.links += 1
 
     def _full(self, resource: str, held: int) -> bool:
         if held < self._max[resource]:
@@ -132,10 +158,13 @@ class MetadataStore:
         ns, name = meta.get("namespace", ""), meta.get("name", "")
         if resource == POD:
             self._pods.pop((ns, name), None)
+            self._versions.pop((ns, name), None)
         elif resource == NAMESPACE:
-            self._namespaces.pop(name, None)
+            self._changed(self._namespaces.pop(name, None) is not None)
         else:
-            self._parents.pop((OWNER_KINDS[resource], ns, name), None)
+            key = (OWNER_KINDS[resource], ns, name)
+            self._changed(key in self._parents)
+            self._parents.pop(key, None)
 
     def _marks(self, meta: Mapping[str, Any]) -> Marks:
         keep = self._keep
