@@ -16,6 +16,7 @@ from __future__ import annotations
 import msgspec
 
 from agent.model import Batch, GpuSample, Workload, WorkloadKind
+from collector.kube.labels import PodMetricLabels
 from collector.kube.owners import (
     NO_MARKS,
     Attribution,
@@ -41,9 +42,17 @@ def keys_of(settings: KubeMetadataSettings) -> Keys:
 class WorkloadEnricher:
     """``enricher(batch)``: the batch with its pod workloads attributed."""
 
-    def __init__(self, keys: Keys, store: MetadataStore | None = None) -> None:
+    def __init__(
+        self,
+        keys: Keys,
+        store: MetadataStore | None = None,
+        pod_labels: PodMetricLabels | None = None,
+    ) -> None:
+        """``pod_labels``: where each pod's allowlisted labels are recorded for
+        gpufleet_workload_info (from the store's pod, else the labels the agent sent)."""
         self.keys = keys
         self.store = store
+        self.pod_labels = pod_labels if pod_labels is not None else PodMetricLabels(())
         self._memo: dict[str, tuple[Workload, Stamp, Workload]] = {}
 
     def __call__(self, batch: Batch) -> Batch:
@@ -84,8 +93,17 @@ class WorkloadEnricher:
         enriched = enrich(w, self.attribution(w))
         if len(self._memo) >= MEMO_LIMIT:
             self._memo.clear()
+            self.pod_labels.clear()  # recorded again with each pod's next enrichment
         self._memo[w.key] = (w, stamp, enriched)
+        self._record_labels(w)
         return enriched
+
+    def _record_labels(self, w: Workload) -> None:
+        if not self.pod_labels.keys:
+            return
+        namespace, name = w.namespace or "", w.name or w.id
+        known = self.store.pod_labels(namespace, name) if self.store is not None else None
+        self.pod_labels.record(w.key, known if known is not None else w.labels)
 
     def attribution(self, w: Workload) -> Attribution:
         """From the API server's metadata where the pod is known, else from its labels

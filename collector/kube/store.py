@@ -93,6 +93,12 @@ class MetadataStore:
                 return None
             return attribute(pod, self.namespace(namespace), self._parent_of, self.keys)
 
+    def pod_labels(self, namespace: str, name: str) -> Mapping[str, str] | None:
+        """The pod's labels the store keeps (``keep`` and the team/user/queue keys), None
+        when the pod is not known."""
+        pod = self._pods.get((namespace, name))
+        return pod.marks.labels if pod is not None else None
+
     def claim_holders(self, gpu_uuid: str) -> tuple[PodName, ...]:
         """The pods a ResourceClaim allocated ``gpu_uuid`` to (DRA), () when none."""
         with self._lock:

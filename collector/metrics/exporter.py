@@ -42,6 +42,7 @@ from collector.metrics.families import family as family
 from collector.metrics.families import filled as filled
 from collector.metrics.fleet_families import (
     DEFAULT_INFO_LABELS,
+    PodLabelValues,
     fleet_families,
     health_families,
     ingest_families,
@@ -159,18 +160,20 @@ class WorkloadExporter(_Families):
         clock: Callable[[], float],
         errors: ExportErrors,
         info_labels: Collection[str] = DEFAULT_INFO_LABELS,
+        pod_labels: PodLabelValues | None = None,
     ) -> None:
         """``info_labels``: the attributes gpufleet_workload_info carries
-        (kubernetes.metric_labels)."""
+        (kubernetes.metric_labels); ``pod_labels``: the pod labels it carries too
+        (kubernetes.pod_labels, as the enricher recorded them)."""
         self._backend, self._clock, self._errors = backend, clock, errors
-        self._info_labels = info_labels
+        self._info_labels, self._pod_labels = info_labels, pod_labels
 
     def families(self) -> list[Family]:
         return self._errors.guarded("totals", self._workload_families)
 
     def _workload_families(self) -> list[Family]:
         totals = self._backend.fleet_totals()
-        return workload_families(totals, self._clock(), self._info_labels)
+        return workload_families(totals, self._clock(), self._info_labels, self._pod_labels)
 
 
 class SelfExporter(_Families):
@@ -195,13 +198,14 @@ def backend_exporters(
     clock: Callable[[], float],
     views: Callable[[float], list[GpuView]] | None = None,
     info_labels: Collection[str] = DEFAULT_INFO_LABELS,
+    pod_labels: PodLabelValues | None = None,
 ) -> tuple[FleetExporter, WorkloadExporter, SelfExporter]:
     """The three collectors over one backend, sharing one export-error tally; ``views``
-    as FleetExporter takes it, ``info_labels`` as WorkloadExporter does."""
+    as FleetExporter takes it, ``info_labels`` and ``pod_labels`` as WorkloadExporter does."""
     errors = ExportErrors()
     return (
         FleetExporter(backend, clock, errors, views),
-        WorkloadExporter(backend, clock, errors, info_labels),
+        WorkloadExporter(backend, clock, errors, info_labels, pod_labels),
         SelfExporter(backend, errors),
     )
 

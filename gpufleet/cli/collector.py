@@ -245,6 +245,7 @@ def build_collector(
         ],
         views=views,
         exposition=exposition,
+        pod_labels=enricher.pod_labels,
     )
     if influx is not None:
         influx.start()

@@ -17,7 +17,9 @@ from tests.fakes.kube_api import TOKEN, FakeKubeApi, recorded_cluster
 
 
 def test_off_by_default_nothing_starts() -> None:
-    assert start_metadata(KubeMetadataSettings()) == (None, None)
+    enricher, watcher = start_metadata(KubeMetadataSettings(pod_labels=["app"]))
+    assert watcher is None and enricher.store is None  # the agents' labels only
+    assert enricher.pod_labels.names == ("label_app",)
 
 
 def test_on_without_any_way_to_reach_the_api_server_says_what_to_set(
@@ -25,7 +27,8 @@ def test_on_without_any_way_to_reach_the_api_server_says_what_to_set(
 ) -> None:
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     with caplog.at_level(logging.ERROR, "gpufleet.collector"):
-        assert start_metadata(KubeMetadataSettings(enabled=True)) == (None, None)
+        enricher, watcher = start_metadata(KubeMetadataSettings(enabled=True))
+        assert watcher is None and enricher.store is None
     (message,) = [r.getMessage() for r in caplog.records]
     assert message.startswith("kubernetes.enabled is set but no API connection can be configured")
     assert "kubernetes.host and token_file, or kubernetes.kubeconfig" in message
