@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
+from collector.kube.store import MetadataStore
 from gpufleet.settings import ConfigError
 
 #: 8 labels of the series' own + 3 Prometheus adds + 16 = 27 < 30, 3 left for external ones
@@ -21,6 +22,8 @@ MAX_POD_LABELS = 16
 #: a longer value is cut (Prometheus takes any length; dashboards and Mimir's 2048 less)
 MAX_VALUE_CHARS = 128
 _NOT_NAME = re.compile(r"[^a-zA-Z0-9_]")
+#: a pod workload's key: ``pod:<namespace>/<name>`` (agent.model.Workload.key)
+POD_KEY = "pod:"
 
 
 def metric_label_name(key: str) -> str:
@@ -52,11 +55,14 @@ def check_pod_labels(keys: Sequence[str]) -> None:
 class PodMetricLabels:
     """The allowlisted labels of each pod workload, as the enricher last saw them, read
     by the exporter of gpufleet_workload_info (``names``, ``values``). Written by the
-    ingest thread, read by scrapes: each write replaces one dict entry (atomic)."""
+    ingest thread, read by scrapes: each write replaces one dict entry (atomic).
 
-    def __init__(self, keys: Sequence[str]) -> None:
+    With a ``store`` (the API server's pods), a pod this process did not enrich (a
+    replica's batches go to their shard's owner) is answered from the store."""
+
+    def __init__(self, keys: Sequence[str], store: MetadataStore | None = None) -> None:
         check_pod_labels(keys)
-        self.keys = tuple(keys)
+        self.keys, self._store = tuple(keys), store
         #: the label names, in ``keys`` order
         self.names = tuple(metric_label_name(k) for k in keys)
         self._empty = ("",) * len(self.keys)
@@ -66,7 +72,7 @@ class PodMetricLabels:
         """``workload``'s (its key) allowlisted values from its pod's ``labels``."""
         if not self.keys:
             return
-        values = tuple(str(labels.get(k, ""))[:MAX_VALUE_CHARS] for k in self.keys)
+        values = self._of(labels)
         if values == self._empty:
             self._values.pop(workload, None)
         else:
@@ -75,7 +81,17 @@ class PodMetricLabels:
     def values(self, workload: str) -> tuple[str, ...]:
         """The values in ``names`` order, "" where the pod has no such label (or is not
         known): Prometheus drops an empty label."""
-        return self._values.get(workload, self._empty)
+        found = self._values.get(workload)
+        if found is not None:
+            return found
+        if self._store is None or not workload.startswith(POD_KEY):
+            return self._empty
+        namespace, _, name = workload.removeprefix(POD_KEY).partition("/")
+        labels = self._store.pod_labels(namespace, name)
+        return self._of(labels) if labels is not None else self._empty
+
+    def _of(self, labels: Mapping[str, str]) -> tuple[str, ...]:
+        return tuple(str(labels.get(k, ""))[:MAX_VALUE_CHARS] for k in self.keys)
 
     def clear(self) -> None:
         self._values.clear()

@@ -38,4 +38,4 @@ def start_metadata(
     store = MetadataStore(keys, settings.pod_labels, settings.max_pods, settings.max_owners)
     watcher = MetadataWatcher(api, store, settings)
     watcher.start()
-    return WorkloadEnricher(keys, store, labels), watcher
+    return WorkloadEnricher(keys, store, PodMetricLabels(settings.pod_labels, store)), watcher

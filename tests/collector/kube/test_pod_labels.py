@@ -49,6 +49,11 @@ def test_the_api_servers_pod_labels_reach_the_info_series_and_only_the_allowed(
     assert labels.names == ("label_app", "label_app_kubernetes_io_name", "label_cost_center")
     assert labels.values(f"pod:ml/{SERVE}") == ("llm-serve", "", "")
     assert labels.values(f"pod:ml/{RAY}") == ("", "kuberay", "")
+    # a replica that enriched none of these pods answers from the API server's pods too
+    other_replica = PodMetricLabels(settings.pod_labels, watcher.store)
+    assert other_replica.values(f"pod:ml/{SERVE}") == ("llm-serve", "", "")
+    assert other_replica.values("pod:ml/not-a-pod") == ("", "", "")
+    assert other_replica.values("slurm:991") == ("", "", "")
     totals = FleetTotals("USD", energy=(
         EnergyTotal("ml", f"pod:ml/{SERVE}", "llm-platform", 1e6, 100.0, last_seen=NOW,
                     owner="Deployment/ml/llm-serve"),
