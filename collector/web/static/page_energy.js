@@ -1,4 +1,4 @@
-// Energy and carbon by namespace and team (and the unallocated rest), over a window.
+// Energy and carbon by namespace, team and owner (and the unallocated rest), over a window.
 import { getJSON, query } from "./api.js";
 import { barChart } from "./charts.js";
 import { h, kpi, table } from "./dom.js";
@@ -37,7 +37,7 @@ function rest(fleetTotal, workloads) {
 }
 
 function groupTable(rows, id, cur, total) {
-  const columns = [{ label: t(id === "namespace" ? "col.namespace" : "col.team") },
+  const columns = [{ label: t(`col.${id}`) },
     { label: `${t("col.energy")} (kWh)`, num: true }, { label: t("col.share"), num: true },
     { label: `${t("col.carbon")} (kgCO2e)`, num: true }, { label: `${t("col.cost")} (${cur})`, num: true },
     { label: `${t("col.idle_cost")} (${cur})`, num: true }];
@@ -80,6 +80,7 @@ export async function render({ summary, params }) {
   const other = rest(total, answer.workloads);
   const namespaces = [...group(answer.workloads, "namespace"), other].sort((a, b) => b.usage.energy_joules - a.usage.energy_joules);
   const teams = [...group(answer.workloads, "team"), other].sort((a, b) => b.usage.energy_joules - a.usage.energy_joules);
+  const owners = [...group(answer.workloads, "owner"), other].sort((a, b) => b.usage.energy_joules - a.usage.energy_joules);
   const bars = namespaces.map((r) => ({ label: r.name, value: r.usage.energy_joules, text: f.kwh(r.usage.energy_joules) + " kWh", muted: r.muted }));
   return h("div", { class: "page" },
     h("div", { class: "title-row" }, h("h1", {}, t("en.title")), picker(name)),
@@ -92,5 +93,6 @@ export async function render({ summary, params }) {
     h("div", { class: "two" },
       h("section", {}, h("h2", {}, t("en.by_namespace")), groupTable(namespaces, "namespace", cur, total.energy_joules)),
       h("section", {}, h("h2", {}, t("en.by_team")), groupTable(teams, "team", cur, total.energy_joules))),
+    h("section", {}, h("h2", {}, t("en.by_owner")), groupTable(owners, "owner", cur, total.energy_joules)),
     h("h2", {}, t("en.workloads")), workloadTable(answer.workloads));
 }

@@ -23,12 +23,19 @@ function teams(gpu) {
   return named.length ? named.join(", ") : "—";
 }
 
+// the owners (top of each holder's owner chain: Deployment/ml/x, User/alice) of a GPU
+function owners(gpu) {
+  const named = [...new Set(gpu.workloads.map((w) => w.owner).filter(Boolean))];
+  return named.length ? named.join(", ") : "—";
+}
+
 function row(gpu, used, now) {
   return h("tr", { "data-uuid": gpu.uuid, "data-state": gpu.state },
     h("td", { class: "nw" }, f.gpuLabel(gpu)),
     h("td", {}, gpu.model),
     h("td", { "data-col": "holder", class: "holder" }, holder(gpu)),
     h("td", { "data-col": "team" }, teams(gpu)),
+    h("td", { "data-col": "owner" }, owners(gpu)),
     h("td", { class: "nw" }, gpu.idle_since === null ? "—" : f.stamp(gpu.idle_since)),
     h("td", { class: "num" }, gpu.idle_since === null ? "—" : f.duration(now - gpu.idle_since)),
     h("td", { class: "num", "data-col": "price" }, f.money(used.price_per_hour)),
@@ -50,7 +57,7 @@ export async function render({ summary }) {
   const wasteNow = idle.reduce((sum, g) => sum + price(g), 0);
   const energy = idle.reduce((sum, g) => sum + (byUuid.get(g.uuid) || blank).usage.idle_energy_joules, 0);
   const columns = [{ label: t("col.gpu") }, { label: t("col.model") }, { label: t("col.holder") },
-    { label: t("col.team_user") }, { label: t("col.idle_since") }, { label: t("col.idle_for"), num: true },
+    { label: t("col.team_user") }, { label: t("col.owner") }, { label: t("col.idle_since") }, { label: t("col.idle_for"), num: true },
     { label: `${t("col.cost_hour")} (${cur})`, num: true }, { label: `${t("col.power")} (W)`, num: true },
     { label: `${t("col.memory_held")} (GiB)`, num: true }, { label: `${t("col.idle_energy")} (kWh)`, num: true }];
   const settled = idle.filter((g) => g.idle_since === null || idleFor(g) >= SHORT_IDLE_SECONDS);
