@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import msgspec
 
 from collector.backend import FleetSummary, summarise_fleet
-from collector.records import DuplicateGpu, GpuState, GpuView, Usage
+from collector.records import HOUR_SECONDS, DuplicateGpu, GpuState, GpuView, Usage
 
 #: states in which a GPU wastes its price: held idle, or held by nobody
 WASTING = frozenset({GpuState.ALLOCATED_IDLE, GpuState.UNALLOCATED})
@@ -115,3 +115,36 @@ class GpuUsagePageResponse(msgspec.Struct, frozen=True, kw_only=True):
     next_cursor: str | None
     #: summed over every matching GPU, on every page (``limit=1`` asks for the sum alone)
     usage: Usage
+
+
+# ``GET /v1/fleet/trend`` (collector/web/trend_api.py)
+class TrendHour(msgspec.Struct, frozen=True, kw_only=True):
+    hour_start: float
+    #: active / (active + idle) GPU-seconds of the hour; None when none is known
+    utilisation_ratio: float | None
+    active_gpu_hours: float
+    idle_gpu_hours: float
+    #: what the idle GPU-hours cost, in ``currency``
+    idle_cost: float
+    cost: float
+    energy_joules: float
+
+
+class TrendResponse(msgspec.Struct, frozen=True, kw_only=True):
+    start: float
+    end: float
+    currency: str
+    hours: list[TrendHour]
+
+
+def trend_hour(hour_start: float, usage: Usage) -> TrendHour:
+    known = usage.active_seconds + usage.idle_seconds
+    return TrendHour(
+        hour_start=hour_start,
+        utilisation_ratio=usage.active_seconds / known if known > 0 else None,
+        active_gpu_hours=usage.active_seconds / HOUR_SECONDS,
+        idle_gpu_hours=usage.idle_seconds / HOUR_SECONDS,
+        idle_cost=usage.idle_cost,
+        cost=usage.cost,
+        energy_joules=usage.energy_joules,
+    )

@@ -62,6 +62,11 @@ class ReplicaService(CollectorService):
             self.rates.currency,
         )
 
+    def ledger_totals(self) -> reports.LedgerTotals:
+        """Read from the ledger: every replica's commits, not only this one's (the
+        leader's /metrics exports them, collector/metrics/replica_scope.py)."""
+        return RunningTotals(self.ledger).snapshot(self.accountant.workload_models())
+
     def read_version(self) -> ReadVersion:
         version = self.sharded.version + self.ledger.writes  # any replica's, and ours now
         return ReadVersion(version, version)

@@ -99,6 +99,10 @@ class ShardedApplier:
         waits = [w for p in self.parts.values() if (w := p.applier.waiting_since()) is not None]
         return min(waits, default=None)
 
+    def owned_views(self, now: float) -> list[GpuView]:
+        """The owned shards' GPUs now (their per-GPU series are this replica's)."""
+        return [v for part in list(self.parts.values()) for v in part.fleet.views(now)]
+
     def open_episodes(self) -> list[IdleEpisode]:
         """The owned shards' ongoing idle episodes."""
         return [e for part in list(self.parts.values()) for e in part.fleet.open_episodes()]

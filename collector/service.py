@@ -122,6 +122,9 @@ class CollectorService:
     def dismiss(self, rec_id: str, now: float) -> Recommendation | None:
         return self.ledger.dismiss_recommendation(rec_id, now)
 
+    def restore(self, rec_id: str, now: float) -> Recommendation | None:
+        return self.ledger.restore_recommendation(rec_id, now)
+
     def read_version(self) -> ReadVersion:
         return ReadVersion(self.live.version, self.ledger.writes)
 
@@ -172,7 +175,7 @@ class CollectorService:
 
     def fleet_totals(self) -> FleetTotals:
         """The all-time totals as of the last commit, from memory (no ledger read)."""
-        totals = self.totals.snapshot(self.accountant.workload_models())
+        totals = self.ledger_totals()
         return FleetTotals(
             currency=self.rates.currency,
             waste=tuple(reports.waste_totals(totals)),
@@ -180,6 +183,10 @@ class CollectorService:
             ingest=self.stats.snapshot(),
             intake_corrupt_records=self.ledger.intake_corrupt_records(),
         )
+
+    def ledger_totals(self) -> reports.LedgerTotals:
+        """What ``fleet_totals`` sums: this process's running totals."""
+        return self.totals.snapshot(self.accountant.workload_models())
 
     def ingest_report(self) -> IngestReport:
         return IngestReport(

@@ -52,6 +52,13 @@ _CLAIM = (
     "ORDER BY id LIMIT %(limit)s FOR UPDATE SKIP LOCKED) "
     "RETURNING id, channel, event_key, body, attempts"
 )
+_CLAIM_IDS = (
+    "UPDATE notify_outbox SET claimed_by = %(claimer)s, claim_epoch = %(epoch)s, "
+    "claimed_until = now() + %(claim)s * interval '1 second' "
+    "WHERE id IN (SELECT id FROM notify_outbox WHERE id = ANY(%(ids)s) AND state = 'pending' "
+    "AND next_attempt_at <= %(now)s AND (claimed_until IS NULL OR claimed_until <= now()) "
+    "ORDER BY id FOR UPDATE SKIP LOCKED) RETURNING id"
+)
 _MINE = "claimed_by = %(claimer)s AND claim_epoch = %(epoch)s AND state = 'pending'"
 
 
@@ -75,6 +82,26 @@ def claim_due(
         rows = conn.execute(_CLAIM, args).fetchall()
     claimed = [Claimed(r[0], r[1], r[2], bytes(r[3]), r[4]) for r in rows]
     return sorted(claimed, key=lambda c: c.id)
+
+
+def claim_ids(
+    conn: psycopg.Connection[Any],
+    holder: Holder,
+    ids: Sequence[int],
+    now_seconds: float,
+    claim_seconds: float,
+) -> list[int]:
+    """Claim those of ``ids`` still pending, due and unclaimed (the rows a sender chose to
+    put in one message), as ``claim_due`` does; the ids claimed, in order."""
+    args = {
+        "claimer": holder.claimer, "epoch": holder.epoch, "claim": claim_seconds,
+        "now": now_seconds, "ids": list(ids),
+    }  # fmt: skip
+    with conn.transaction():
+        if not holds(conn, holder.lease, holder.owner, holder.epoch):
+            return []
+        rows = conn.execute(_CLAIM_IDS, args).fetchall()
+    return sorted(int(r[0]) for r in rows)
 
 
 def mark_sent(
@@ -101,15 +128,20 @@ def mark_sent(
 
 
 def give_back(
-    conn: psycopg.Connection[Any], holder: Holder, ids: Sequence[int], retry_at_seconds: float
+    conn: psycopg.Connection[Any],
+    holder: Holder,
+    ids: Sequence[int],
+    retry_at_seconds: float,
+    count_attempt: bool = True,
 ) -> int:
-    """Return rows whose send failed: due again at ``retry_at_seconds``, one attempt more,
-    free for the next claim at once."""
+    """Return rows whose send failed: due again at ``retry_at_seconds``, one attempt more
+    (unless ``count_attempt`` is false: a rate limit), free for the next claim at once."""
     with conn.transaction():
         cursor = conn.execute(
-            "UPDATE notify_outbox SET next_attempt_at = %(retry)s, attempts = attempts + 1, "
+            "UPDATE notify_outbox SET next_attempt_at = %(retry)s, "
+            "attempts = attempts + %(more)s, "
             f"claimed_until = NULL WHERE id = ANY(%(ids)s) AND {_MINE}",
             {"retry": retry_at_seconds, "ids": list(ids), "claimer": holder.claimer,
-             "epoch": holder.epoch},
+             "epoch": holder.epoch, "more": int(count_attempt)},
         )  # fmt: skip
         return cursor.rowcount

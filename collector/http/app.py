@@ -2,6 +2,7 @@
 
 Routes: ``POST /v1/batches``, ``GET /v1/fleet``, ``GET /v1/workloads``,
 ``GET /v1/recommendations``, ``POST /v1/recommendations/{rec_id}/dismiss``,
+``POST /v1/recommendations/{rec_id}/restore`` (undo a dismissal),
 ``GET /healthz``, ``GET /livez``, ``GET /readyz``, ``GET /metrics``, ``GET /openapi.json``,
 ``GET /docs``. ``/livez`` answers on the event loop without touching the core (a wedged
 loop is the one thing it reports); ``/readyz`` answers whether the write path works,
@@ -61,6 +62,7 @@ from collector.ingest.body import too_large
 from collector.metrics.cache import Exposition
 from collector.metrics.exporter import backend_exporters
 from collector.metrics.fleet_families import PodLabelValues
+from collector.metrics.replica_scope import MetricScope
 from collector.usage_report import ledger_period
 
 log = logging.getLogger(__name__)
@@ -80,6 +82,7 @@ def create_app(
     collectors: Sequence[Collector] = (),
     views: ViewCache | None = None,
     exposition: Exposition | None = None,
+    scope: MetricScope | None = None,
     pod_labels: PodLabelValues | None = None,
 ) -> Starlette:
     """The ASGI app. ``tokens``: the process's Gate (which the console and Alertmanager
@@ -90,26 +93,31 @@ def create_app(
     (collector/http/views.py), shared with the console's routes so the live fleet is read
     once per change for both; None: a cache of its own that rebuilds after every change;
     ``exposition`` keeps /metrics' body (pass one attached to the ledger's observers; the
-    default is refreshed by age alone); ``pod_labels``: the allowlisted pod labels
-    gpufleet_workload_info carries (kubernetes.pod_labels, the enricher's)."""
+    default is refreshed by age alone); ``scope``: a replica's share of the series
+    (collector/metrics/replica_scope.py; None: one collector, every series);
+    ``pod_labels``: the allowlisted pod labels gpufleet_workload_info carries
+    (kubernetes.pod_labels, the enricher's)."""
     gate = Gate.of(tokens, settings.server)
     api = _Api(backend, settings, gate, clock)
     if exposition is None:
         exposition = Exposition(clock, settings.ingest.apply_interval_seconds)
     fleet_views = exposition.once_per_render(backend.fleet)  # shared with the rates, if asked
     exporters = backend_exporters(
-        backend, clock, fleet_views, settings.kubernetes.metric_labels, pod_labels
+        backend, clock, fleet_views, settings.kubernetes.metric_labels, scope, pod_labels
     )
     for collector in (*exporters, AuthExporter(gate), *collectors):
         exposition.register(collector)
     exposition.register(api.admission)
     guard = gate.guard
-    reads = ReadRoutes(backend, clock, views or ViewCache(clock))
+    cache = views or ViewCache(clock)
+    reads = ReadRoutes(backend, clock, cache)
+    api.after_action = lambda: cache.forget("recommendations")  # shown at the next read
     metrics = _metrics_endpoint(exposition)
     if settings.server.metrics_require_token:
         metrics = guard(Scope.METRICS, metrics)
     batches = guard(Scope.AGENT, api.post_batch, api.unauthorized)
     dismiss = guard(Scope.ADMIN, api.dismiss)
+    restore = guard(Scope.ADMIN, api.restore)
     openapi, docs = _document_endpoints()
     routes: list[BaseRoute] = [
         Route("/v1/batches", batches, methods=["POST"]),
@@ -118,6 +126,7 @@ def create_app(
         Route("/v1/recommendations", guard(Scope.READ, reads.recommendations), methods=["GET"]),
         # :path, because an id may hold a slash ("release_idle:pod:ml/notebook-7")
         Route("/v1/recommendations/{rec_id:path}/dismiss", dismiss, methods=["POST"]),
+        Route("/v1/recommendations/{rec_id:path}/restore", restore, methods=["POST"]),
         Route("/healthz", api.healthz, methods=["GET"]),
         Route("/livez", _livez, methods=["GET"]),
         Route("/readyz", api.readyz, methods=["GET"]),
@@ -148,6 +157,8 @@ class _Api:
         self.gate = gate
         self.clock = clock
         self.admission = Admission(settings.server)
+        #: called after a dismissal or its undo (create_app: forget the cached lists)
+        self.after_action: Callable[[], None] = lambda: None
         #: whether the last batch the core was to store failed (its ERROR is logged once)
         self.store_failing = False
         #: reason -> when a refusal for it was last logged (monotonic seconds)
@@ -228,6 +239,15 @@ class _Api:
     async def dismiss(self, request: Request) -> Response:
         rec_id = request.path_params["rec_id"]
         rec = await run_in_threadpool(self.backend.dismiss, rec_id, self.clock())
+        self.after_action()
+        if rec is None:
+            return error_response(404, f"no recommendation with id {rec_id!r}", "rec_id")
+        return json_response(rec)
+
+    async def restore(self, request: Request) -> Response:
+        rec_id = request.path_params["rec_id"]
+        rec = await run_in_threadpool(self.backend.restore, rec_id, self.clock())
+        self.after_action()
         if rec is None:
             return error_response(404, f"no recommendation with id {rec_id!r}", "rec_id")
         return json_response(rec)

@@ -28,7 +28,12 @@ from collector.backend import (
 from collector.health import ReadinessResponse
 from collector.http.query import MAX_LIMIT
 from collector.http.tokens import Scope
-from collector.read_answers import FleetSummaryResponse, GpuUsagePageResponse, GpuUsageResponse
+from collector.read_answers import (
+    FleetSummaryResponse,
+    GpuUsagePageResponse,
+    GpuUsageResponse,
+    TrendResponse,
+)
 from collector.records import GpuState, Recommendation, RecommendationKind, RecommendationStatus
 from collector.savings_report import SavingsReport
 
@@ -41,6 +46,7 @@ _SCHEMA_TYPES: tuple[Any, ...] = (
     FleetSummaryResponse,
     GpuUsageResponse,
     GpuUsagePageResponse,
+    TrendResponse,
     WorkloadsResponse,
     RecommendationsResponse,
     RecommendationsPageResponse,
@@ -206,6 +212,12 @@ def _paths() -> dict[str, Any]:
         "/v1/fleet/summary": {"get": _operation(
             "The fleet and each node at a glance (nodes by waste), without a per-GPU list",
             _cached({"200": _json("FleetSummaryResponse", "The fleet now")}), read)},
+        "/v1/fleet/trend": {"get": _operation(
+            "The fleet per hour of [start, end) from the hourly rollups: utilisation, waste,"
+            " cost, energy (hours without data absent)",
+            _cached({"200": _json("TrendResponse", "The fleet hour by hour"),
+                     "422": _error("Bad start or end")}),
+            read, parameters=[*_window()])},
         "/v1/gpus/usage": {"get": _operation(
             "Every GPU with its hourly price and usage over the hours [start, end) touches;"
             " with a filter, limit or cursor the matching page",
@@ -243,6 +255,12 @@ def _paths() -> dict[str, Any]:
         "/v1/recommendations/{rec_id}/dismiss": {"post": _operation(
             "Dismiss a recommendation",
             {"200": _json("Recommendation", "The dismissed recommendation"),
+             "404": _error("No recommendation with that id")},
+            admin,
+            parameters=[rec_id])},
+        "/v1/recommendations/{rec_id}/restore": {"post": _operation(
+            "Undo a dismissal: the recommendation is open again",
+            {"200": _json("Recommendation", "The restored recommendation"),
              "404": _error("No recommendation with that id")},
             admin,
             parameters=[rec_id])},

@@ -91,6 +91,13 @@ class ViewCache:
         young = time.monotonic() - entry.built_monotonic < self.refresh_seconds
         return entry if young else None
 
+    def forget(self, name: str) -> None:
+        """Drop every view named ``name`` (the first part of its key): after an operator's
+        action (a dismissal) the next read must show it, however young the view was."""
+        with self._lock:
+            for key in [k for k in self._entries if isinstance(k, tuple) and k[:1] == (name,)]:
+                del self._entries[key]
+
     def build(
         self,
         key: Hashable,

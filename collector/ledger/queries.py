@@ -103,6 +103,16 @@ def usage_by_gpu(conn: Connection, start: float, end: float) -> list[tuple[GpuRe
     return [(_gpu(r), _usage(r[_GPU_N:])) for r in rows]
 
 
+def usage_by_hour(conn: Connection, start: float, end: float) -> list[tuple[float, Usage]]:
+    """The fleet's usage per hour of ``[start, end)`` (hours with rows only), oldest first."""
+    rows = conn.execute(
+        f"SELECT h.hour_start, {_SUMS} FROM gpu_usage_hourly h "
+        "WHERE h.hour_start >= ? AND h.hour_start < ? GROUP BY h.hour_start ORDER BY h.hour_start",
+        (start, end),
+    )
+    return [(float(r[0]), _usage(r[1:])) for r in rows]
+
+
 def usage_by_group(
     conn: Connection, start: float, end: float, group: Group
 ) -> list[tuple[str, Usage]]:

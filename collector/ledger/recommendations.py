@@ -125,6 +125,18 @@ def get(conn: Connection, rec_id: str) -> Recommendation | None:
     return None if row is None else _decode(row)
 
 
+def restore(conn: Connection, rec_id: str, now: float) -> Recommendation | None:
+    """Undo a dismissal: OPEN again (``updated_at`` = now, the hysteresis resolves it if it
+    is no longer desired); a recommendation not dismissed is left as it is; None when there
+    is no such id."""
+    conn.execute(
+        "UPDATE recommendations SET status = ?, updated_at = ?, resolved_at = NULL, "
+        "dismissed_by = '' WHERE id = ? AND status = ?",
+        (RecommendationStatus.OPEN.value, now, rec_id, _DISMISSED),
+    )
+    return get(conn, rec_id)
+
+
 def dismiss(conn: Connection, rec_id: str, now: float, by: str) -> Recommendation | None:
     """Mark dismissed (``resolved_at`` = ``updated_at`` = now); None when there is no such id."""
     conn.execute(

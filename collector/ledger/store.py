@@ -281,6 +281,9 @@ class Ledger:
     def usage_by_gpu(self, start: float, end: float) -> list[tuple[GpuRecord, Usage]]:
         return self._read(lambda c: queries.usage_by_gpu(c, start, end))
 
+    def usage_by_hour(self, start: float, end: float) -> list[tuple[float, Usage]]:
+        return self._read(lambda c: queries.usage_by_hour(c, start, end))
+
     def usage_by_group(self, start: float, end: float, group: Group) -> list[tuple[str, Usage]]:
         return self._read(lambda c: queries.usage_by_group(c, start, end, group))
 
@@ -345,6 +348,10 @@ class Ledger:
     ) -> Recommendation | None:
         with self._write() as conn:
             return recs.dismiss(conn, rec_id, now, by)
+
+    def restore_recommendation(self, rec_id: str, now: float) -> Recommendation | None:
+        with self._write() as conn:
+            return recs.restore(conn, rec_id, now)
 
 
 class LedgerFenced(LedgerError):

@@ -560,6 +560,31 @@ SAVINGS_RELEASES = MetricSpec(
 )
 SAVINGS: tuple[MetricSpec, ...] = (SAVINGS_FREED, SAVINGS_MONEY, SAVINGS_ENERGY, SAVINGS_RELEASES)
 
+# a collector replica's own leases (collector/metrics/replica_scope.py); every replica
+REPLICA_SHARDS = MetricSpec(
+    "gpufleet_replica_shards_owned",
+    "gauge",
+    "",
+    (),
+    "Shards this replica owns (applies) as of its last lease renewal.",
+)
+REPLICA_LEADER = MetricSpec(
+    "gpufleet_replica_leader",
+    "gauge",
+    "",
+    (),
+    "1 while this replica holds the leader lease (fleet-wide work and series), else 0.",
+)
+REPLICA_LEASE_AGE = MetricSpec(
+    "gpufleet_replica_lease_age_seconds",
+    "gauge",
+    "seconds",
+    (),
+    "Seconds since this replica last renewed its leases; past cluster.lease_seconds "
+    "others may take them. Absent before the first renewal.",
+)
+REPLICA: tuple[MetricSpec, ...] = (REPLICA_SHARDS, REPLICA_LEADER, REPLICA_LEASE_AGE)
+
 CATALOGUE: tuple[MetricSpec, ...] = (
     FLEET_GPUS,
     FLEET_UTILISATION,
@@ -601,4 +626,5 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     *ADMISSION,
     *PLANS,
     *SAVINGS,
+    *REPLICA,
 )

@@ -50,6 +50,7 @@ from collector.metrics.fleet_families import (
     recommendation_families,
     workload_families,
 )
+from collector.metrics.replica_scope import MetricScope, scoped_fleet_families
 from collector.metrics.verdicts import verdict_families
 from collector.records import OPEN_STATUSES, GpuView, Recommendation
 from gpufleet.metric_spec import MetricSpec
@@ -125,14 +126,31 @@ class FleetExporter(_Families):
         clock: Callable[[], float],
         errors: ExportErrors,
         views: Callable[[float], list[GpuView]] | None = None,
+        scope: MetricScope | None = None,
     ) -> None:
         """``views``: the fleet at ``now`` (default ``backend.fleet``; the exposition's
-        ``once_per_render`` of it shares one call with the rates)."""
+        ``once_per_render`` of it shares one call with the rates). ``scope``: a replica's
+        (collector/metrics/replica_scope.py); None: one collector, everything."""
         self._backend, self._clock, self._errors = backend, clock, errors
         self._views = views or backend.fleet
+        self._scope = scope
 
     def families(self) -> list[Family]:
         now, backend, guarded = self._clock(), self._backend, self._errors.guarded
+        scope = self._scope
+        if scope is not None:
+            return [
+                *guarded("fleet", lambda: scoped_fleet_families(scope, self._views, now)),
+                *(
+                    guarded(
+                        "recommendations",
+                        lambda: _recommendation_parts(backend.recommendations(OPEN_STATUSES)),
+                    )
+                    if scope.leads()
+                    else []
+                ),
+                *guarded("health", lambda: health_families(backend.health(), now)),
+            ]
         return [
             *guarded("fleet", lambda: fleet_families(self._views(now), now)),
             *guarded(
@@ -160,15 +178,20 @@ class WorkloadExporter(_Families):
         clock: Callable[[], float],
         errors: ExportErrors,
         info_labels: Collection[str] = DEFAULT_INFO_LABELS,
+        scope: MetricScope | None = None,
         pod_labels: PodLabelValues | None = None,
     ) -> None:
         """``info_labels``: the attributes gpufleet_workload_info carries
-        (kubernetes.metric_labels); ``pod_labels``: the pod labels it carries too
-        (kubernetes.pod_labels, as the enricher recorded them)."""
+        (kubernetes.metric_labels); ``scope``: a replica's; its per-workload totals come
+        from the leader only; ``pod_labels``: the pod labels gpufleet_workload_info
+        carries too (kubernetes.pod_labels, as the enricher recorded them)."""
         self._backend, self._clock, self._errors = backend, clock, errors
         self._info_labels, self._pod_labels = info_labels, pod_labels
+        self._scope = scope
 
     def families(self) -> list[Family]:
+        if self._scope is not None and not self._scope.leads():
+            return []
         return self._errors.guarded("totals", self._workload_families)
 
     def _workload_families(self) -> list[Family]:
@@ -198,14 +221,16 @@ def backend_exporters(
     clock: Callable[[], float],
     views: Callable[[float], list[GpuView]] | None = None,
     info_labels: Collection[str] = DEFAULT_INFO_LABELS,
+    scope: MetricScope | None = None,
     pod_labels: PodLabelValues | None = None,
 ) -> tuple[FleetExporter, WorkloadExporter, SelfExporter]:
     """The three collectors over one backend, sharing one export-error tally; ``views``
-    as FleetExporter takes it, ``info_labels`` and ``pod_labels`` as WorkloadExporter does."""
+    and ``scope`` as FleetExporter takes them, ``info_labels`` and ``pod_labels`` as
+    WorkloadExporter does."""
     errors = ExportErrors()
     return (
-        FleetExporter(backend, clock, errors, views),
-        WorkloadExporter(backend, clock, errors, info_labels, pod_labels),
+        FleetExporter(backend, clock, errors, views, scope),
+        WorkloadExporter(backend, clock, errors, info_labels, scope, pod_labels),
         SelfExporter(backend, errors),
     )
 

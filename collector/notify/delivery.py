@@ -26,6 +26,7 @@ import httpx
 
 from collector.notify import dingtalk, discord, feishu, slack, teams, webhook, wecom
 from collector.notify.changes import FleetIndex, changes
+from collector.notify.claims import Claims, LocalClaims
 from collector.notify.directory import Directory, unique
 from collector.notify.messages import Event, Links, Mention, Text, render
 from collector.notify.outbox import Outbox, Pending
@@ -81,12 +82,15 @@ class Notifier:
         transport: httpx.BaseTransport,
         clock: Callable[[], float] = time.time,
         buttons: Callable[[Text, Sequence[Event], Channel], Text] | None = None,
+        claims: Claims | None = None,
     ) -> None:
-        """``buttons`` adds answer buttons or signed links to a message (buttons.py)."""
+        """``buttons`` adds answer buttons or signed links to a message (buttons.py);
+        ``claims`` decides which rows this sender may send (claims.py; default: all)."""
         self.settings = settings
         self.buttons = buttons
         self.channels = list(channels)
         self.outbox = outbox
+        self.claims = claims if claims is not None else LocalClaims(outbox)
         self.links = links
         self.transport = transport
         self.clock = clock
@@ -158,12 +162,16 @@ class Notifier:
     def _send(
         self, channel: Channel, service: Service, group: Sequence[Pending], now: float
     ) -> bool:
+        claimed = set(self.claims.claim([p.id for p in group], now))
+        group = [p for p in group if p.id in claimed]
+        if not group:  # another sender has them, or this one no longer leads
+            return False
         request = service.build(self._text(channel, group), channel, now)
         outcome = self._post(service, request)
         self.stats.count(channel.name, channel.kind, outcome.verdict.value)
         ids = [p.id for p in group]
         if outcome.verdict is Verdict.OK:
-            self.outbox.mark_sent(ids, uuid.uuid4().hex, now)
+            self.claims.sent(ids, uuid.uuid4().hex, now)
             return True
         self._failed(channel, group, outcome, now)
         return False
@@ -185,7 +193,7 @@ class Notifier:
         if outcome.verdict is Verdict.RATE_LIMITED:
             until = now + (outcome.retry_after_seconds or RATE_WINDOW_SECONDS)
             self._paused_until[channel.name] = until
-            self.outbox.defer(ids, until, count_attempt=False)
+            self.claims.defer(ids, until, count_attempt=False)
             log.warning(
                 "notification channel %r rate-limited until +%.0f s", channel.name, until - now
             )
@@ -194,7 +202,7 @@ class Notifier:
         backoff = self.settings.backoff_initial_seconds * 2**attempts
         delay = max(outcome.retry_after_seconds or 0.0, backoff)
         until = now + min(delay, self.settings.backoff_max_seconds)
-        self.outbox.defer(ids, until, count_attempt=True)
+        self.claims.defer(ids, until, count_attempt=True)
         log.warning(
             "notification channel %r: %s; retrying in %.0f s",
             channel.name,

@@ -48,6 +48,9 @@ from collector.usage_report import ledger_period
 class GpuUsageSource(Protocol):
     def usage_by_gpu(self, start: float, end: float) -> list[tuple[GpuRecord, Usage]]: ...
 
+    #: the fleet per hour (collector/web/trend_api.py)
+    def usage_by_hour(self, start: float, end: float) -> list[tuple[float, Usage]]: ...
+
 
 class PriceSource(Protocol):
     def price_per_gpu_hour(self, model: str, node: str = "", plan: str = "on_demand") -> float: ...

@@ -6,9 +6,12 @@ and SVG charts itself from files shipped in this package. No page loads anything
 another origin: the Content-Security-Policy says ``'self'`` only.
 
 API routes added here, behind the same bearer auth as the rest of /v1 (the ``read``
-scope; dismissing from the console needs ``admin`` as well):
+scope; dismissing from the console needs ``admin`` as well). Any other ``/ui/`` path
+answers the console's shell with its "page not found", status 404.
 
 - ``GET /v1/fleet/summary`` and ``GET /v1/gpus/usage``: collector/web/fleet_api.py.
+- ``GET /v1/fleet/trend?start=&end=``: the fleet per hour (utilisation, waste, cost,
+  energy) from the ledger's hourly rollups: collector/web/trend_api.py.
 - ``GET /v1/gpus/{uuid}/series?start=&end=``: recent per-minute buckets of one GPU
   (activity, power, memory) from the in-memory SeriesBuffer; 404 for a GPU never seen.
 """
@@ -33,6 +36,7 @@ from collector.http.responses import Handler, error_response, json_response
 from collector.http.views import ViewCache
 from collector.web.fleet_api import FleetApi, GpuUsageSource, PriceSource
 from collector.web.series import SeriesBuffer, SeriesPoint
+from collector.web.trend_api import TrendApi
 
 PAGES = {"": "fleet", "idle": "idle", "recommendations": "recommendations",
          "workload": "workload", "energy": "energy", "plans": "plans",
@@ -50,6 +54,7 @@ class ConsoleSources:
     """What the console reads beyond the CollectorBackend (the ledger and the price book)."""
 
     backend: CollectorBackend
+    #: the ledger: per-GPU and per-hour rollups
     usage: GpuUsageSource
     prices: PriceSource
     currency: str
@@ -77,6 +82,7 @@ def console_routes(
     api = _ConsoleApi(sources, clock)
     cache = views or ViewCache(clock)
     reads = FleetApi(sources.backend, sources.usage, sources.prices, sources.currency, clock, cache)
+    trend = TrendApi(sources.backend, sources.usage, sources.currency, clock, cache)
     shell = _read("console.html").replace(
         "__ANONYMOUS__", "true" if settings.server.allow_anonymous else "false"
     )
@@ -86,9 +92,13 @@ def console_routes(
         Route("/v1/fleet/summary", guard(Scope.READ, reads.summary), methods=["GET"]),
         Route("/v1/gpus/usage", guard(Scope.READ, reads.gpu_usage), methods=["GET"]),
         Route("/v1/gpus/{uuid}/series", guard(Scope.READ, api.series), methods=["GET"]),
+        Route("/v1/fleet/trend", guard(Scope.READ, trend.trend), methods=["GET"]),
     ]
     for path, page in PAGES.items():
         routes.append(Route(f"/ui/{path}", _page(shell.replace("__PAGE__", page)), methods=["GET"]))
+    # any other /ui/ path: the console's own "page not found" (404), not the API's JSON
+    missing = _page(shell.replace("__PAGE__", "notfound"), status_code=404)
+    routes.append(Route("/ui/{rest:path}", missing, methods=["GET"]))
     return routes
 
 
@@ -96,9 +106,10 @@ def _read(name: str) -> str:
     return resources.files("collector.web").joinpath("static", name).read_text(encoding="utf-8")
 
 
-def _page(html: str) -> Handler:
+def _page(html: str, status_code: int = 200) -> Handler:
     async def page(request: Request) -> Response:
-        return HTMLResponse(html, headers={**SECURITY_HEADERS, "Cache-Control": "no-store"})
+        headers = {**SECURITY_HEADERS, "Cache-Control": "no-store"}
+        return HTMLResponse(html, status_code=status_code, headers=headers)
 
     return page
 

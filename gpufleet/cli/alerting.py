@@ -20,6 +20,7 @@ from collector.actions.executors import Executor, SlurmExecutor, WebhookExecutor
 from collector.actions.log import ActionLog
 from collector.actions.policy import Candidate, data_problem, deadline_of, exempt_by_settings
 from collector.actions.settings import ActionSettings
+from collector.cluster.outbox_claims import Holder
 from collector.config import CollectorSettings
 from collector.http.alertmanager import alertmanager_route
 from collector.http.answers import AnswerRoutes
@@ -28,6 +29,7 @@ from collector.ledger.store import Ledger
 from collector.notify.answer_settings import resolve_secrets
 from collector.notify.buttons import Buttons
 from collector.notify.changes import FleetIndex, ReleasePlan, gpu_name
+from collector.notify.claims import LeaderClaims
 from collector.notify.delivery import Notifier
 from collector.notify.directory import Directory
 from collector.notify.messages import Links
@@ -106,9 +108,12 @@ def build_alerting(
     tokens: Gate | Collection[str | Token],
     transport: httpx.BaseTransport | None = None,
     fleet: Callable[[float], Sequence[GpuView]] | None = None,
+    leader: Callable[[], Holder | None] | None = None,
 ) -> Alerting | None:
     """None when no channel is configured and every auto-release policy is off.
-    ``fleet``: the live fleet, for answers from chat (without it: no answer routes)."""
+    ``fleet``: the live fleet, for answers from chat (without it: no answer routes).
+    ``leader``: with replicas, who holds the leader lease now; messages are then sent
+    only under its claims (collector/notify/claims.py)."""
     notify = settings.notifications
     if not notify.channels and not settings.actions.any_enabled():
         return None
@@ -121,7 +126,12 @@ def build_alerting(
     buttons = Buttons(settings.answers, secrets, links, clock) if secrets.any else None
     if notify.channels:
         channels = [resolve_channel(c) for c in notify.channels]
-        notifier = Notifier(notify, channels, Outbox(ledger), links, transport, clock, buttons)
+        outbox = Outbox(ledger)
+        # a claim outlives the slowest send: the service's timeout, four times over
+        claims = (
+            LeaderClaims(ledger, leader, 4 * notify.timeout_seconds) if leader is not None else None
+        )
+        notifier = Notifier(notify, channels, outbox, links, transport, clock, buttons, claims)
         gate = Gate.of(tokens, settings.server)
         routes.append(alertmanager_route(notifier.announce, gate, clock))
         exporter = NotifyExporter(

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import uvicorn
+from prometheus_client.registry import Collector as PromCollector
 from starlette.applications import Starlette
 
 from agent.config import AgentSettings
@@ -23,6 +24,8 @@ from collector.accounting.rates import Rates
 from collector.analysis.carbon import HourlyFeed, IntensityTable
 from collector.analysis.cost import PriceBook
 from collector.cluster.keeper import LeaseKeeper, connector
+from collector.cluster.leader import LEADER
+from collector.cluster.outbox_claims import Holder
 from collector.cluster.settings import replica_name
 from collector.config import CollectorSettings
 from collector.http.app import create_app
@@ -31,11 +34,14 @@ from collector.http.savings import savings_routes
 from collector.http.views import ViewCache
 from collector.influx.hooks import InfluxObserver, InfluxSinkMetrics, build_influx_sink
 from collector.kube.metrics import KubeReaderMetrics
+from collector.ledger import pg_guard
 from collector.ledger.store import Ledger
 from collector.metrics.cache import Exposition, Refresh
 from collector.metrics.exporter import RatesExporter
+from collector.metrics.replica_scope import LeaderOnly, MetricScope, ReplicaExporter
 from collector.metrics.savings import SavingsExporter
 from collector.replica_core import build_replica_core
+from collector.replicas import ShardedApplier
 from collector.reports import LiveRates
 from collector.savings_report import savings_report
 from collector.service import CollectorCore
@@ -112,14 +118,13 @@ class Collector:
     keeper: LeaseKeeper | None = None
     #: the Kubernetes metadata watches (settings.kubernetes), None when off
     kube: MetadataWatcher | None = None
+    #: on PostgreSQL, the lock that keeps one collector, or replicas, on the ledger
+    guard: pg_guard.LedgerGuard | None = None
 
     def leads(self) -> bool:
         """Whether fleet-wide work runs here: always for one collector; on the leader
         (fresh lease) for a replica."""
-        if self.keeper is None:
-            return True
-        state = self.keeper.state
-        return state.leader and state.fresh(time.monotonic())
+        return self.keeper is None or _leads(self.keeper)
 
     def start_jobs(
         self,
@@ -178,6 +183,8 @@ class Collector:
         if self.influx is not None:  # drains what it can before the ledger closes
             self.influx.close()
         self.ledger.close()
+        if self.guard is not None:
+            self.guard.close()
 
 
 def build_collector(
@@ -202,6 +209,7 @@ def build_collector(
     )
     rates = Rates(prices, table, settings.carbon, feed)
     ledger, influx = _open_ledger(settings, rates.currency)
+    guard = _take_guard(settings, ledger)
     keeper = _start_keeper(settings, ledger)
     enricher, kube = start_metadata(settings.kubernetes)
     core = (
@@ -217,13 +225,17 @@ def build_collector(
     if series_charts:
         core.observers.attach(series)
     console = ConsoleSources(core.service, ledger, prices, rates.currency, series)
-    alerting = build_alerting(settings, ledger, clock, gate, fleet=core.service.fleet)
+    alerting = build_alerting(
+        settings, ledger, clock, gate, fleet=core.service.fleet,
+        leader=_leader_holder(keeper) if keeper is not None else None,
+    )  # fmt: skip
     views = ViewCache(clock, refresh_seconds=VIEW_REFRESH_SECONDS)  # the API's and console's
     exposition = Exposition(clock, settings.ingest.apply_interval_seconds)
     # the fleet views the app's FleetExporter reads too (create_app): one call per render
     fleet_views = exposition.once_per_render(core.service.fleet)
     live_rates = LiveRates(fleet_views, rates, core.fleet.node_labels)
     core.observers.attach(exposition)  # a commit changes what /metrics shows
+    scope = _metric_scope(keeper, core) if keeper is not None else None
     app = create_app(
         core.service,
         settings,
@@ -236,15 +248,24 @@ def build_collector(
             *(alerting.routes if alerting is not None else []),
         ],
         collectors=[
-            RatesExporter(live_rates, clock),
-            plans_exporter(ledger, prices, settings, clock),
-            SavingsExporter(partial(savings_report, ledger, currency=rates.currency), clock),
+            *_fleet_wide(
+                [
+                    RatesExporter(live_rates, clock),
+                    plans_exporter(ledger, prices, settings, clock),
+                    SavingsExporter(
+                        partial(savings_report, ledger, currency=rates.currency), clock
+                    ),
+                ],
+                scope,
+            ),
             *([InfluxSinkMetrics(influx)] if influx is not None else []),
             *([alerting.exporter] if alerting is not None and alerting.exporter else []),
             *([KubeReaderMetrics(kube.store, kube.watches)] if kube is not None else []),
+            *([ReplicaExporter(lambda: keeper.state)] if keeper is not None else []),
         ],
         views=views,
         exposition=exposition,
+        scope=scope,
         pod_labels=enricher.pod_labels,
     )
     if influx is not None:
@@ -255,19 +276,21 @@ def build_collector(
         announce = alerting.notifier.announce if alerting and alerting.notifier else None
         reports = ReportMailer(settings, ledger, rates.currency, announce, clock)
     return Collector(
-        settings,
-        ledger,
-        core,
-        app,
-        scheduler,
-        influx,
-        alerting,
-        clock,
-        exposition,
-        reports,
-        keeper,
-        kube,
-    )
+        settings, ledger, core, app, scheduler, influx, alerting, clock, exposition, reports,
+        keeper, kube, guard,
+    )  # fmt: skip
+
+
+def _take_guard(settings: CollectorSettings, ledger: Ledger) -> pg_guard.LedgerGuard | None:
+    """On PostgreSQL, the ledger's lock (pg_guard.py): one collector, or replicas; a
+    second way of applying it refuses to start (the ledger closed)."""
+    if ledger.dialect != "postgresql":
+        return None
+    try:
+        return pg_guard.take(settings.ledger.url, replica=settings.cluster.enabled)
+    except BaseException:
+        ledger.close()
+        raise
 
 
 def _start_keeper(settings: CollectorSettings, ledger: Ledger) -> LeaseKeeper | None:
@@ -282,6 +305,39 @@ def _start_keeper(settings: CollectorSettings, ledger: Ledger) -> LeaseKeeper | 
     while keeper.state.renewed_at is None and time.monotonic() < deadline:
         time.sleep(0.02)
     return keeper
+
+
+def _leads(keeper: LeaseKeeper) -> bool:
+    state = keeper.state
+    return state.leader and state.fresh(time.monotonic())
+
+
+def _metric_scope(keeper: LeaseKeeper, core: CollectorCore) -> MetricScope:
+    """A replica's share of /metrics: per-GPU series of its shards, fleet-wide on the
+    leader (collector/metrics/replica_scope.py)."""
+    assert isinstance(core.applier, ShardedApplier)
+    return MetricScope(partial(_leads, keeper), core.applier.owned_views)
+
+
+def _fleet_wide(collectors: list[PromCollector], scope: MetricScope | None) -> list[PromCollector]:
+    """Fleet-wide collectors: on a replica, on the leader only."""
+    if scope is None:
+        return collectors
+    return [LeaderOnly(c, scope.leads) for c in collectors]
+
+
+def _leader_holder(keeper: LeaseKeeper) -> Callable[[], Holder | None]:
+    """Who sends notifications now: this replica under its leader epoch while its lease
+    is fresh, else nobody here."""
+
+    def holder() -> Holder | None:
+        state = keeper.state
+        if state.leader_epoch is None or not state.fresh(time.monotonic()):
+            return None
+        name = state.replica_id
+        return Holder(f"{name}/notify", LEADER, name, state.leader_epoch)
+
+    return holder
 
 
 def _open_ledger(settings: CollectorSettings, currency: str) -> tuple[Ledger, InfluxSink | None]:

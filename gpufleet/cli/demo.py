@@ -88,6 +88,11 @@ def add_parser(commands: Any) -> None:
         "simulated minutes into the live run; its spool holds its batches and drains after",
     )
     p.add_argument(
+        "--spare",
+        action="store_true",
+        help="add a node of 8 A100s nobody uses (unallocated: a scale-down recommendation)",
+    )
+    p.add_argument(
         "--clone",
         action="store_true",
         help="add a VM cloned from the first node's image (same GPU uuids: refused, 409)",

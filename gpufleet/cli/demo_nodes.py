@@ -1,18 +1,23 @@
 """The demo's fleet: ``--nodes`` x ``--gpus-per-node`` simulated nodes, and the nodes that
 show what real fleets do to the figures when asked: a MIG node (``--mig``), a node whose
 clock is off (``--skew``), a node cut off from the collector for a while (``--outage``) and
-a VM cloned from another's image (``--clone``)."""
+a VM cloned from another's image (``--clone``), and a node nobody uses (``--spare``)."""
 
 from __future__ import annotations
 
 import argparse
 
+from agent.sources.simulated.hardware import gpu_model
 from agent.sources.simulated.mig import EXAMPLE_LAYOUTS
+from agent.sources.simulated.plan import build_gpus
 from agent.sources.simulated.shared import build_shared_node
 from agent.sources.simulated.source import SimulatedFleet, SimulatedNode, build_fleet
 from gpufleet.cli.demo_fleet import Outage
 from gpufleet.cli.demo_pace import SimClock
 
+#: the node ``--spare`` adds: nobody runs anything on it
+SPARE_NODE = "gpu-node-spare"
+SPARE_GPUS = 8
 #: the node ``--shared`` adds (agent/sources/simulated/shared.py's example GPUs)
 SHARED_NODE = "gpu-node-shared"
 #: the node ``--skew`` adds, its clock that many seconds off
@@ -40,6 +45,11 @@ def demo_fleet(args: argparse.Namespace, start: float) -> SimulatedFleet:
     if getattr(args, "outage", None):
         models = ["L4"] * args.gpus_per_node
         nodes.append(SimulatedNode.build(OUTAGE_NODE, models, seed=args.seed, start_time=start))
+    if getattr(args, "spare", False):
+        boards = [gpu_model("A100")] * SPARE_GPUS
+        nodes.append(
+            SimulatedNode(SPARE_NODE, build_gpus(SPARE_NODE, boards, [], args.seed, start))
+        )
     if getattr(args, "clone", False):
         nodes.append(nodes[0].clone(f"{nodes[0].name}-clone"))
     return SimulatedFleet(nodes)

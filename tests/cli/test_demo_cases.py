@@ -23,3 +23,13 @@ def test_the_demo_fleet_grows_a_mig_node_and_a_clone_only_when_asked() -> None:
     assert {info.mig_profile for info in mig} >= {"3g.40gb", "2g.20gb", "1g.10gb", "4g.40gb"}
     clone = {info.uuid for info in fleet.nodes[3].discover()}
     assert clone == {info.uuid for info in fleet.nodes[0].discover()}
+
+
+def test_the_spare_node_holds_eight_a100s_that_nobody_uses() -> None:
+    fleet = demo_fleet(args(spare=True), DEFAULT_START_TIME)
+    spare = fleet.nodes[-1]
+    assert [n.name for n in fleet.nodes] == ["gpu-node-00", "gpu-node-01", "gpu-node-spare"]
+    assert ["A100" in info.name for info in spare.discover()] == [True] * 8
+    for hour in range(3):
+        samples = spare.read(DEFAULT_START_TIME + 3600 * hour)
+        assert len(samples) == 8 and all(not s.workloads and not s.processes for s in samples)

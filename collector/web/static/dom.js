@@ -34,7 +34,8 @@ export function kpi(label, name, value, unit, note) {
 }
 
 export function table(columns, rows, attrs = {}) {
-  return h("div", { class: "table-wrap" }, h("table", attrs,
+  // focusable: a table that scrolls sideways on a phone scrolls from the keyboard too
+  return h("div", { class: "table-wrap", tabindex: "0" }, h("table", attrs,
     h("thead", {}, h("tr", {}, columns.map((c) => h("th", { class: c.num ? "num" : null }, c.label)))),
     h("tbody", {}, rows)));
 }

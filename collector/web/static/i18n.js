@@ -100,6 +100,39 @@ const STRINGS = {
     "plans.util.closes": "{title}: utilisation to {after}",
     "plans.util.nothing": "No open recommendation frees GPUs.",
     "plans.util.after_all": "All of them: utilisation to {after}.",
+    // the shared table (table.js), the fleet's node list, undo, errors, not found
+    "tbl.any": "{what}: any", "tbl.search": "Search", "tbl.group": "Group by", "tbl.sort": "Sort by",
+    "tbl.count": "{shown} of {total}", "tbl.filtered": "(filtered from {n})", "tbl.csv": "Export CSV",
+    "tbl.prev": "Previous", "tbl.next": "Next", "tbl.page": "page {page} of {pages}",
+    "tbl.all": "Show all {n}", "tbl.paged": "Show in pages", "tbl.no_group": "nothing",
+    "col.node": "Node", "col.idle_gpus": "Idle GPUs", "col.health": "Health", "col.state": "State",
+    "col.owner": "Owner",
+    "fleet.filter.wasting": "with idle GPUs", "fleet.filter.busy": "all GPUs busy",
+    "fleet.health.ok": "healthy", "fleet.health.unhealthy": "unhealthy",
+    "fleet.unhealthy": "unhealthy (XID errors or lost)", "fleet.healthy": "healthy",
+    "fleet.memory": "memory held {m}", "fleet.mem_short": "mem {m}",
+    "rec.undo": "Undo", "rec.undo_in": "({n} s)", "rec.restored": "Restored {subject}.",
+    "rec.failed": "Failed: {why}", "rec.confirm": "Dismiss it?", "rec.confirm_yes": "Yes, dismiss",
+    "rec.cancel": "Cancel", "rec.group": "{n} · {money} {cur} per month",
+    "err.status": "{path} answered {status}: {why}", "err.network": "{path}: no answer from the collector ({why})",
+    "err.html": "an HTML page, not JSON (a proxy or a sign-in page in the way?)",
+    "err.not_json": "not JSON but {type}", "err.bad_json": "JSON that does not parse",
+    "retry.in": "Retrying in {n} s.", "retry.now": "Retry now",
+    "nf.title": "Page not found", "nf.text": "The console has no such page:", "nf.home": "Back to the fleet",
+    "lang": "Language",
+    "savings.summary_line": "Over the last 7 days gpufleet released {hours} idle GPU-hours: {money} {cur}, {kwh} kWh.",
+    "wl.window_in": "KPIs and charts over the last {range} (KPIs from whole hours of the ledger)",
+    "wl.missing_in": "This workload has no usage in the last {range}.",
+    "range.label": "Window", "range.1h": "1 h", "range.6h": "6 h", "range.24h": "24 h", "range.7d": "7 days",
+    "fleet.trend": "Fleet over time (hourly)", "fleet.trend.utilisation": "Utilisation, last {range}",
+    "fleet.trend.utilisation.note": "active share of GPU time", "fleet.trend.waste": "Waste, last {range}",
+    "fleet.trend.utilisation_series": "Fleet", "fleet.trend.waste_series": "Idle GPU cost",
+    "fleet.trend.utilisation_chart": "Utilisation per hour", "fleet.trend.waste_chart": "Waste per hour",
+    "fleet.trend.none": "No hourly data in this window yet.",
+    "plans.util.to": "utilisation to {after}",
+    "wkind.kubernetes_pod": "Kubernetes pod", "wkind.slurm_job": "Slurm job", "wkind.process": "process",
+    "wkind.manual": "manual label",
+    "fleet.bars": "In each tile: SM activity, its bar, and below it a thinner bar of the memory held. ▶ active, ‖ allocated but idle, ○ unallocated, ? unknown; a red outline and ! mark a GPU reporting errors.",
     "nav.savings": "Savings", "savings.title": "Savings: what the releases of the last 7 days freed",
     "savings.workload": "Workload", "savings.released_at": "Released", "savings.by": "By",
     "savings.by.auto": "auto-release", "savings.by.chat": "from chat", "savings.gpus": "GPUs",
@@ -202,6 +235,38 @@ const STRINGS = {
     "plans.util.closes": "{title}：利用率升至 {after}",
     "plans.util.nothing": "没有可释放 GPU 的待处理建议。",
     "plans.util.after_all": "全部执行：利用率升至 {after}。",
+    "tbl.any": "{what}：全部", "tbl.search": "搜索", "tbl.group": "分组", "tbl.sort": "排序",
+    "tbl.count": "{shown} / {total}", "tbl.filtered": "（共 {n} 条，已筛选）", "tbl.csv": "导出 CSV",
+    "tbl.prev": "上一页", "tbl.next": "下一页", "tbl.page": "第 {page} / {pages} 页",
+    "tbl.all": "显示全部 {n} 条", "tbl.paged": "分页显示", "tbl.no_group": "不分组",
+    "col.node": "节点", "col.idle_gpus": "空闲 GPU", "col.health": "健康", "col.state": "状态",
+    "col.owner": "负责方",
+    "fleet.filter.wasting": "有空闲 GPU", "fleet.filter.busy": "GPU 全部在用",
+    "fleet.health.ok": "健康", "fleet.health.unhealthy": "异常",
+    "fleet.unhealthy": "异常（XID 错误或掉卡）", "fleet.healthy": "健康",
+    "fleet.memory": "占用显存 {m}", "fleet.mem_short": "显存 {m}",
+    "rec.undo": "撤销", "rec.undo_in": "（{n} 秒）", "rec.restored": "已恢复 {subject}。",
+    "rec.failed": "失败：{why}", "rec.confirm": "确定忽略？", "rec.confirm_yes": "确定忽略",
+    "rec.cancel": "取消", "rec.group": "{n} 条 · 每月 {money} {cur}",
+    "err.status": "{path} 返回 {status}：{why}", "err.network": "{path}：采集器无响应（{why}）",
+    "err.html": "返回的是 HTML 页面而不是 JSON（可能被代理或登录页拦截）",
+    "err.not_json": "返回的不是 JSON，而是 {type}", "err.bad_json": "JSON 无法解析",
+    "retry.in": "{n} 秒后重试。", "retry.now": "立即重试",
+    "nf.title": "页面不存在", "nf.text": "控制台没有此页面：", "nf.home": "返回集群",
+    "lang": "语言",
+    "savings.summary_line": "最近 7 天 gpufleet 释放了 {hours} 个空闲 GPU 小时：{money} {cur}，{kwh} kWh。",
+    "wl.window_in": "指标与图表均为最近 {range}（指标按账本的整点小时计）",
+    "wl.missing_in": "此工作负载在最近 {range} 内没有用量。",
+    "range.label": "时间范围", "range.1h": "1 小时", "range.6h": "6 小时", "range.24h": "24 小时", "range.7d": "7 天",
+    "fleet.trend": "集群趋势（按小时）", "fleet.trend.utilisation": "利用率（最近 {range}）",
+    "fleet.trend.utilisation.note": "GPU 时间中活跃的比例", "fleet.trend.waste": "浪费（最近 {range}）",
+    "fleet.trend.utilisation_series": "集群", "fleet.trend.waste_series": "空闲 GPU 成本",
+    "fleet.trend.utilisation_chart": "每小时利用率", "fleet.trend.waste_chart": "每小时浪费",
+    "fleet.trend.none": "此时间范围内还没有按小时的数据。",
+    "plans.util.to": "利用率升至 {after}",
+    "wkind.kubernetes_pod": "Kubernetes Pod", "wkind.slurm_job": "Slurm 作业", "wkind.process": "进程",
+    "wkind.manual": "手动标注",
+    "fleet.bars": "每个方块：SM 活跃度及其进度条，下方较细的进度条为占用显存。▶ 运行中，‖ 已分配但空闲，○ 未分配，? 未知；红框和 ! 表示该 GPU 报告了错误。",
     "nav.savings": "节省", "savings.title": "节省：最近 7 天的释放腾出了什么",
     "savings.workload": "工作负载", "savings.released_at": "释放时间", "savings.by": "方式",
     "savings.by.auto": "自动释放", "savings.by.chat": "聊天中操作", "savings.gpus": "GPU 数",
@@ -212,6 +277,8 @@ const STRINGS = {
 };
 
 export const LANGUAGES = Object.keys(STRINGS);
+//: the catalogue itself, for the browser test that walks every rendered text against it
+export const CATALOGUE = STRINGS;
 const KEY = "gpufleet.lang";
 let current = pickLanguage();
 
@@ -238,4 +305,5 @@ export function t(key, values = {}) {
 
 export function translateStatic(root = document) {
   for (const el of root.querySelectorAll("[data-i18n]")) el.textContent = t(el.dataset.i18n);
+  for (const el of root.querySelectorAll("[data-i18n-label]")) el.setAttribute("aria-label", t(el.dataset.i18nLabel));
 }

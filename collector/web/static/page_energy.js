@@ -1,10 +1,11 @@
 // Energy and carbon by namespace, team and owner (and the unallocated rest), over a window.
 import { getJSON, query } from "./api.js";
 import { barChart } from "./charts.js";
-import { h, kpi, table } from "./dom.js";
+import { h, kpi } from "./dom.js";
 import * as f from "./format.js";
 import { t } from "./i18n.js";
 import { workloadHref } from "./page_fleet.js";
+import { dataTable } from "./table.js";
 
 const WINDOWS = { today: "en.today", day: "en.day", week: "en.week" };
 const FIELDS = ["energy_joules", "carbon_grams", "cost", "idle_cost"];
@@ -37,27 +38,48 @@ function rest(fleetTotal, workloads) {
 }
 
 function groupTable(rows, id, cur, total) {
-  const columns = [{ label: t(`col.${id}`) },
-    { label: `${t("col.energy")} (kWh)`, num: true }, { label: t("col.share"), num: true },
-    { label: `${t("col.carbon")} (kgCO2e)`, num: true }, { label: `${t("col.cost")} (${cur})`, num: true },
-    { label: `${t("col.idle_cost")} (${cur})`, num: true }];
-  return table(columns, rows.map((r) => h("tr", { "data-group": r.name },
-    h("td", {}, r.name), h("td", { class: "num", "data-col": "kwh" }, f.kwh(r.usage.energy_joules)),
-    h("td", { class: "num" }, f.pct(total ? r.usage.energy_joules / total : 0)),
-    h("td", { class: "num", "data-col": "kg" }, f.kg(r.usage.carbon_grams)),
-    h("td", { class: "num" }, f.money(r.usage.cost)), h("td", { class: "num" }, f.money(r.usage.idle_cost)))),
-  { "data-table": id });
+  const u = (field) => (r) => r.usage[field];
+  return dataTable({
+    id, sort: { key: "kwh", dir: "desc" },
+    columns: [{ key: "name", label: t(`col.${id}`), value: (r) => r.name },
+      { key: "kwh", label: `${t("col.energy")} (kWh)`, num: true, value: (r) => r.usage.energy_joules / 3.6e6 },
+      { key: "share", label: t("col.share"), num: true, value: (r) => (total ? r.usage.energy_joules / total : 0) },
+      { key: "kg", label: `${t("col.carbon")} (kgCO2e)`, num: true, value: (r) => r.usage.carbon_grams / 1000 },
+      { key: "cost", label: `${t("col.cost")} (${cur})`, num: true, value: u("cost") },
+      { key: "idle_cost", label: `${t("col.idle_cost")} (${cur})`, num: true, value: u("idle_cost") }],
+    search: (r) => r.name,
+    row: (r) => h("tr", { "data-group": r.name },
+      h("td", { translate: r.muted ? null : "no" }, r.name), h("td", { class: "num", "data-col": "kwh" }, f.kwh(r.usage.energy_joules)),
+      h("td", { class: "num" }, f.pct(total ? r.usage.energy_joules / total : 0)),
+      h("td", { class: "num", "data-col": "kg" }, f.kg(r.usage.carbon_grams)),
+      h("td", { class: "num" }, f.money(r.usage.cost)), h("td", { class: "num", "data-col": "idle-cost" }, f.money(r.usage.idle_cost))),
+  }, rows);
 }
 
-function workloadTable(workloads) {
-  const columns = [{ label: t("col.workload") }, { label: t("col.namespace") }, { label: t("col.team") },
-    { label: t("col.owner") }, { label: `${t("col.energy")} (kWh)`, num: true }, { label: `${t("col.carbon")} (kgCO2e)`, num: true },
-    { label: t("col.episodes"), num: true }];
-  const top = [...workloads].sort((a, b) => b.usage.energy_joules - a.usage.energy_joules).slice(0, 50);
-  return table(columns, top.map((w) => h("tr", { "data-workload": w.key },
-    h("td", {}, h("a", { href: workloadHref(w.key) }, w.key)), h("td", {}, w.namespace), h("td", {}, w.team),
-    h("td", { "data-col": "owner" }, w.owner), h("td", { class: "num" }, f.kwh(w.usage.energy_joules)), h("td", { class: "num" }, f.kg(w.usage.carbon_grams)),
-    h("td", { class: "num" }, f.int(w.idle_episodes)))), { "data-table": "workloads" });
+// every workload, the most idle cost first (the top 50 by energy hid exactly the idle ones)
+function workloadTable(workloads, cur) {
+  const u = (field) => (w) => w.usage[field];
+  return dataTable({
+    id: "workloads", sort: { key: "idle_cost", dir: "desc" },
+    columns: [{ key: "key", label: t("col.workload"), value: (w) => w.key },
+      { key: "namespace", label: t("col.namespace"), value: (w) => w.namespace },
+      { key: "team", label: t("col.team"), value: (w) => w.team },
+      { key: "owner", label: t("col.owner"), value: (w) => w.owner },
+      { key: "kwh", label: `${t("col.energy")} (kWh)`, num: true, value: (w) => w.usage.energy_joules / 3.6e6 },
+      { key: "kg", label: `${t("col.carbon")} (kgCO2e)`, num: true, value: (w) => w.usage.carbon_grams / 1000 },
+      { key: "idle_cost", label: `${t("col.idle_cost")} (${cur})`, num: true, value: u("idle_cost") },
+      { key: "episodes", label: t("col.episodes"), num: true, value: (w) => w.idle_episodes }],
+    filters: [{ key: "namespace", label: t("col.namespace"), value: (w) => w.namespace },
+      { key: "team", label: t("col.team"), value: (w) => w.team },
+      { key: "owner", label: t("col.owner"), value: (w) => w.owner }],
+    search: (w) => [w.key, w.namespace, w.team, w.user, w.owner].join(" "),
+    row: (w) => h("tr", { "data-workload": w.key },
+      h("td", { translate: "no" }, h("a", { href: workloadHref(w.key) }, w.key)), h("td", { translate: "no" }, w.namespace),
+      h("td", { translate: "no" }, w.team), h("td", { translate: "no", "data-col": "owner" }, w.owner),
+      h("td", { class: "num" }, f.kwh(w.usage.energy_joules)),
+      h("td", { class: "num" }, f.kg(w.usage.carbon_grams)), h("td", { class: "num", "data-col": "idle-cost" }, f.money(w.usage.idle_cost)),
+      h("td", { class: "num" }, f.int(w.idle_episodes))),
+  }, workloads);
 }
 
 function picker(current) {
@@ -90,9 +112,9 @@ export async function render({ summary, params }) {
       kpi(t("en.cost"), "cost", f.money(total.cost || 0), cur),
       kpi(t("en.waste"), "waste", f.money(total.idle_cost || 0), cur)),
     h("section", { class: "card" }, barChart(bars, { id: "namespaces", title: t("en.by_namespace") + " (kWh)" })),
-    h("div", { class: "two" },
-      h("section", {}, h("h2", {}, t("en.by_namespace")), groupTable(namespaces, "namespace", cur, total.energy_joules)),
-      h("section", {}, h("h2", {}, t("en.by_team")), groupTable(teams, "team", cur, total.energy_joules))),
+    // one under the other: side by side at 1280 px they cut the idle-cost column
+    h("section", {}, h("h2", {}, t("en.by_namespace")), groupTable(namespaces, "namespace", cur, total.energy_joules)),
+    h("section", {}, h("h2", {}, t("en.by_team")), groupTable(teams, "team", cur, total.energy_joules)),
     h("section", {}, h("h2", {}, t("en.by_owner")), groupTable(owners, "owner", cur, total.energy_joules)),
-    h("h2", {}, t("en.workloads")), workloadTable(answer.workloads));
+    h("h2", {}, t("en.workloads")), workloadTable(answer.workloads, cur));
 }

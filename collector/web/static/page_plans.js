@@ -21,7 +21,7 @@ function poolTable(report) {
     ...SCENARIOS.map((s) => ({ label: t("plans.cost." + s), num: true })),
     { label: t("plans.idle_removed"), num: true }, { label: t("plans.risk"), num: true }];
   const rows = report.rows.map((r) => h("tr", { "data-pool": r.subject },
-    h("td", {}, r.subject), h("td", { class: "num" }, f.int(r.gpu_count)),
+    h("td", { translate: "no" }, r.subject), h("td", { class: "num" }, f.int(r.gpu_count)),
     h("td", {}, mixWords(r.today, r.gpu_count)), h("td", {}, mixWords(r.recommended, r.gpu_count)),
     SCENARIOS.map((s) => h("td", { class: "num", "data-col": s }, f.money(r.costs[s]))),
     h("td", { class: "num" }, f.money(r.costs_idle_removed.recommended)),
@@ -34,8 +34,12 @@ function poolTable(report) {
 
 function utilisation(util) {
   if (util.actual === null) return h("p", { class: "muted" }, t("plans.util.none"));
-  const items = util.closing.map((c) => h("li", { "data-rec": c.id },
-    t("plans.util.closes", { title: c.title, after: f.pct(c.utilisation_after) })));
+  // the kind in words and the subject from the id ("scale_down:gpu-node-7"): the title is English
+  const items = util.closing.map((c) => {
+    const [kind, ...subject] = c.id.split(":");
+    return h("li", { "data-rec": c.id, title: c.title }, t("kind." + kind), " ",
+      h("span", { translate: "no" }, subject.join(":")), ": ", t("plans.util.to", { after: f.pct(c.utilisation_after) }));
+  });
   return h("section", { class: "card" },
     h("h2", {}, t("plans.util.title")),
     h("p", { "data-figure": "utilisation-gap" }, t("plans.util.gap", {

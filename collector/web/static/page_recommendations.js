@@ -1,10 +1,15 @@
 // Recommendations: kind, subject, evidence, how long it was seen (and the confidence that
-// gives), savings per month (money, kWh, kgCO2e); dismiss.
+// gives), savings per month (money, kWh, kgCO2e), grouped by kind or owner; dismiss after a
+// confirmation, with an Undo for some seconds (POST .../restore).
 import { getJSON, postJSON, query } from "./api.js";
-import { h, kpi, table } from "./dom.js";
+import { h, kpi } from "./dom.js";
 import * as f from "./format.js";
-import { t } from "./i18n.js";
+import { lang, t } from "./i18n.js";
 import { workloadHref } from "./page_fleet.js";
+import { dataTable } from "./table.js";
+
+//: how long the Undo of a dismissal stays on screen
+export const UNDO_SECONDS = 10;
 
 const LIVE = new Set(["open", "notified"]);
 
@@ -44,9 +49,14 @@ function tooltip(value) {
   return value.map((v) => (typeof v === "object" && v !== null ? JSON.stringify(v) : String(v))).join("\n");
 }
 
+// names (nodes, workloads, models) are data, not words to translate; a GPU list is "3 GPUs"
+const isData = (value) => typeof value === "string" || typeof value === "object" && value !== null
+  && !(Array.isArray(value) && value.length && value.every((v) => UUID.test(String(v))));
+
 function evidence(rec) {
   return h("dl", { class: "evidence" }, Object.entries(rec.evidence).slice(0, 7).map(([name, value]) =>
-    h("div", {}, h("dt", {}, evidenceLabel(name)), h("dd", { title: tooltip(value) }, evidenceValue(name, value, rec.savings.currency)))));
+    h("div", {}, h("dt", {}, evidenceLabel(name)), h("dd", { title: tooltip(value), translate: isData(value) ? "no" : null },
+      evidenceValue(name, value, rec.savings.currency)))));
 }
 
 // a month extrapolated from a short window is the top of a range: say both ends
@@ -54,16 +64,70 @@ function range(s) {
   return t("rec.range", { low: f.money0(s.money_per_month_low), high: f.money0(s.money_per_month), cur: s.currency });
 }
 
-function row(rec, redraw) {
-  const subject = rec.workload_key ? h("a", { href: workloadHref(rec.workload_key) }, rec.subject) : rec.subject;
-  const dismiss = async (event) => {
+const recPath = (rec, verb) => `/v1/recommendations/${encodeURIComponent(rec.id)}/${verb}`;
+// who acts on it: the namespace (or Slurm account) of its workload, else its node
+export const owner = (rec) => rec.namespace || rec.node || t("none");
+
+// a toast outside the page, so the 15 s redraw keeps it: "Dismissed X. Undo"
+function undoToast(rec, redraw) {
+  const toast = document.getElementById("toast");
+  let left = UNDO_SECONDS;
+  const count = h("span", { class: "muted" }, t("rec.undo_in", { n: left }));
+  const undo = h("button", { type: "button", "data-undo": rec.id }, t("rec.undo"));
+  const item = h("div", { class: "toast", "data-toast": rec.id }, t("rec.dismissed", { subject: rec.subject }), " ", undo, " ", count);
+  const tick = setInterval(() => {
+    left -= 1;
+    count.textContent = t("rec.undo_in", { n: left });
+    if (left <= 0) { clearInterval(tick); item.remove(); }
+  }, 1000);
+  undo.addEventListener("click", async () => {
+    undo.disabled = true;
+    clearInterval(tick);
+    try {
+      await postJSON(recPath(rec, "restore"));
+      item.replaceChildren(t("rec.restored", { subject: rec.subject }));
+      setTimeout(() => item.remove(), 3000);
+    } catch (err) {
+      item.replaceChildren(h("span", { class: "error" }, t("rec.failed", { why: err.message })));
+      setTimeout(() => item.remove(), 3 * UNDO_SECONDS * 1000);
+    }
+    await redraw();
+  });
+  toast.append(item);
+}
+
+// Dismiss -> "Dismiss? [Yes, dismiss] [Cancel]" -> the POST, then the Undo toast
+function dismissCell(rec, redraw) {
+  const cell = h("td", { "data-col": "action" });
+  const ask = () => cell.replaceChildren(
+    h("span", { class: "small" }, t("rec.confirm")), " ",
+    h("button", { type: "button", "data-confirm": rec.id, onclick: confirm }, t("rec.confirm_yes")), " ",
+    h("button", { type: "button", class: "quiet", "data-cancel": rec.id, onclick: idle }, t("rec.cancel")));
+  const idle = () => cell.replaceChildren(
+    h("button", { type: "button", class: "quiet", onclick: ask, "data-dismiss": rec.id }, t("rec.dismiss")));
+  const confirm = async (event) => {
     event.target.disabled = true;
-    await postJSON(`/v1/recommendations/${encodeURIComponent(rec.id)}/dismiss`);
+    try {
+      await postJSON(recPath(rec, "dismiss"));
+    } catch (err) {
+      cell.replaceChildren(h("span", { class: "error", "data-error": rec.id }, t("rec.failed", { why: err.message })));
+      return;
+    }
+    undoToast(rec, redraw);
     await redraw();
   };
+  if (LIVE.has(rec.status)) idle();
+  return cell;
+}
+
+function row(rec, redraw) {
+  const subject = h(rec.workload_key ? "a" : "span", { href: rec.workload_key ? workloadHref(rec.workload_key) : null,
+    translate: "no", title: rec.title }, rec.subject);
+  // the title is the collector's English sentence: shown in English only (the evidence says it in words)
   return h("tr", { "data-rec": rec.id, "data-status": rec.status },
     h("td", {}, h("span", { class: `kind kind-${rec.kind}` }, t("kind." + rec.kind))),
-    h("td", {}, subject, h("div", { class: "muted small" }, rec.title)),
+    h("td", {}, subject, lang() === "en" ? h("div", { class: "muted small", translate: "no" }, rec.title) : null),
+    h("td", { translate: "no", "data-col": "owner" }, owner(rec)),
     h("td", {}, evidence(rec)),
     h("td", { "data-col": "seen" }, f.duration(rec.savings.evidence_seconds),
       h("div", { class: "muted small" }, t("rec.confidence", { p: f.pct(rec.savings.confidence) }))),
@@ -71,7 +135,36 @@ function row(rec, redraw) {
     h("td", { class: "num", "data-col": "kwh" }, f.money0(rec.savings.energy_kwh_per_month)),
     h("td", { class: "num", "data-col": "kg" }, f.money0(rec.savings.carbon_kg_per_month)),
     h("td", {}, t("status." + rec.status)),
-    h("td", {}, LIVE.has(rec.status) ? h("button", { type: "button", class: "quiet", onclick: dismiss, "data-dismiss": rec.id }, t("rec.dismiss")) : null));
+    dismissCell(rec, redraw));
+}
+
+function groupLine(recs) {
+  const money = recs.reduce((sum, r) => sum + r.savings.money_per_month, 0);
+  return t("rec.group", { n: recs.length, money: f.money0(money), cur: recs[0].savings.currency });
+}
+
+function recSpec(cur, redraw, show) {
+  const saving = (field) => (r) => r.savings[field];
+  return {
+    id: "recommendations", sort: { key: "money", dir: "desc" }, row: (r) => row(r, redraw),
+    columns: [{ key: "kind", label: t("col.kind"), value: (r) => t("kind." + r.kind) },
+      { key: "subject", label: t("col.subject"), value: (r) => r.subject },
+      { key: "owner", label: t("col.owner"), value: owner },
+      { key: "evidence", label: t("col.evidence") },
+      { key: "seen", label: t("col.seen"), value: saving("evidence_seconds") },
+      { key: "money", label: `${t("col.saves_money")} (${cur})`, num: true, value: saving("money_per_month") },
+      { key: "kwh", label: t("col.saves_energy"), num: true, value: saving("energy_kwh_per_month") },
+      { key: "kg", label: t("col.saves_carbon"), num: true, value: saving("carbon_kg_per_month") },
+      { key: "status", label: t("col.status"), value: (r) => r.status }, { key: "action", label: "" }],
+    filters: [{ key: "kind", label: t("col.kind"), value: (r) => r.kind, text: (v) => t("kind." + v) },
+      { key: "owner", label: t("col.owner"), value: owner },
+      ...(show === "all" ? [{ key: "status", label: t("col.status"), value: (r) => r.status, text: (v) => t("status." + v) }] : [])],
+    groups: [{ key: "kind", label: t("col.kind"), value: (r) => r.kind, text: (k, rs) => `${t("kind." + k)} · ${groupLine(rs)}` },
+      { key: "owner", label: t("col.owner"), value: owner, text: (o, rs) => `${o} · ${groupLine(rs)}` },
+      { key: "", label: t("tbl.no_group") }],
+    search: (r) => [r.subject, r.title, owner(r), r.node, r.workload_key].join(" "),
+    empty: t("rec.none"),
+  };
 }
 
 function statusPicker(current) {
@@ -91,10 +184,6 @@ export async function render({ params, redraw }) {
   const live = recs.filter((r) => LIVE.has(r.status));
   const sum = (key) => live.reduce((total, r) => total + r.savings[key], 0);
   const cur = recs.length ? recs[0].savings.currency : "";
-  const columns = [{ label: t("col.kind") }, { label: t("col.subject") }, { label: t("col.evidence") },
-    { label: t("col.seen") },
-    { label: `${t("col.saves_money")} (${cur})`, num: true }, { label: t("col.saves_energy"), num: true },
-    { label: t("col.saves_carbon"), num: true }, { label: t("col.status") }, { label: "" }];
   return h("div", { class: "page" },
     h("div", { class: "title-row" }, h("h1", {}, t("rec.title")), statusPicker(show)),
     h("div", { class: "kpis" },
@@ -102,6 +191,5 @@ export async function render({ params, redraw }) {
       kpi(t("rec.saves_money"), "rec-money", f.money0(sum("money_per_month")), cur),
       kpi(t("rec.saves_energy"), "rec-kwh", f.money0(sum("energy_kwh_per_month")), "kWh"),
       kpi(t("rec.saves_carbon"), "rec-kg", f.money0(sum("carbon_kg_per_month")), "kgCO2e")),
-    recs.length ? table(columns, recs.map((r) => row(r, redraw)), { "data-table": "recommendations" })
-      : h("p", { class: "muted" }, t("rec.none")));
+    recs.length ? dataTable(recSpec(cur, redraw, show), recs) : h("p", { class: "muted" }, t("rec.none")));
 }

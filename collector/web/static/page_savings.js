@@ -14,7 +14,7 @@ function releases(report) {
     { label: t("savings.freed"), num: true }, { label: t("savings.money"), num: true },
     { label: t("savings.energy"), num: true }];
   const rows = report.releases.map((r) => h("tr", { "data-workload": r.workload_key },
-    h("td", {}, r.workload_key), h("td", {}, f.stamp(r.released_at)), h("td", {}, t("savings.by." + r.by)),
+    h("td", { translate: "no" }, r.workload_key), h("td", {}, f.stamp(r.released_at)), h("td", {}, t("savings.by." + r.by)),
     h("td", { class: "num" }, f.int(r.gpus)), h("td", { class: "num" }, r.freed_gpu_hours.toFixed(2)),
     h("td", { class: "num" }, f.money(r.money)), h("td", { class: "num" }, r.energy_kwh.toFixed(2))));
   return table(columns, rows, { "data-table": "savings" });
@@ -25,7 +25,9 @@ export async function render({ summary }) {
   const cur = report.currency;
   return h("div", { class: "page" },
     h("h1", {}, t("savings.title")),
-    h("p", { "data-figure": "savings-summary" }, report.summary),
+    // in the page's language, not the server's English sentence (report.summary)
+    h("p", { "data-figure": "savings-summary" }, t("savings.summary_line", {
+      hours: report.released_gpu_hours.toFixed(2), money: f.money(report.money), cur, kwh: report.energy_kwh.toFixed(2) })),
     h("div", { class: "kpis" },
       kpi(t("savings.freed"), "freed-gpu-hours", report.released_gpu_hours.toFixed(2), "h"),
       kpi(t("savings.money"), "money", f.money(report.money), cur),

@@ -1,12 +1,13 @@
 // One workload: its GPUs' activity, memory and power over the last hours; energy, carbon, idle.
 import { getJSON, query } from "./api.js";
-import { lineChart } from "./charts.js";
+import { lineChart, rangeOf, rangePicker } from "./charts.js";
 import { h, kpi } from "./dom.js";
 import * as f from "./format.js";
 import { t } from "./i18n.js";
 import { fleetGpus } from "./page_fleet.js";
 
-const HOURS = 6;
+//: the windows the per-minute series cover (collector/web/series.py keeps 6 h)
+const WINDOWS = ["1h", "6h"];
 const CHARTS = [
   { id: "activity", title: "wl.activity", unit: " %", max: 100, value: (p) => (p.sm_activity === null ? null : p.sm_activity * 100), format: (v) => v.toFixed(0) },
   { id: "memory", title: "wl.memory", unit: " GiB", value: (p) => (p.memory_used_bytes === null ? null : p.memory_used_bytes / 2 ** 30), format: (v) => v.toFixed(1) },
@@ -14,9 +15,12 @@ const CHARTS = [
 ];
 
 function facts(report) {
-  const rows = [["wl.kind", report.kind], ["wl.namespace", report.namespace], ["wl.team", report.team],
-    ["wl.user", report.user], ["wl.owner", report.owner], ["wl.models", report.gpu_models.join(", ")]];
-  return h("dl", { class: "facts" }, rows.filter(([, v]) => v).map(([k, v]) => h("div", {}, h("dt", {}, t(k)), h("dd", {}, v))));
+  // the kind in words ("Kubernetes pod"); the names are data
+  const kind = t("wkind." + report.kind) === "wkind." + report.kind ? report.kind : t("wkind." + report.kind);
+  const rows = [["wl.kind", kind, null], ["wl.namespace", report.namespace, "no"], ["wl.team", report.team, "no"],
+    ["wl.user", report.user, "no"], ["wl.owner", report.owner, "no"], ["wl.models", report.gpu_models.join(", "), "no"]];
+  return h("dl", { class: "facts" }, rows.filter(([, v]) => v).map(([k, v, raw]) =>
+    h("div", {}, h("dt", {}, t(k)), h("dd", { translate: raw }, v))));
 }
 
 // on shared GPUs: the part of them it holds, and how long it has used none of it
@@ -30,8 +34,8 @@ function sharedKpis(gpus, key, now) {
     kpi(t("wl.idle_own"), "idle-own", f.duration(idle))];
 }
 
-async function charts(gpus, now) {
-  const start = now - HOURS * 3600;
+async function charts(gpus, now, seconds) {
+  const start = now - seconds;
   const answers = await Promise.all(gpus.map((g) =>
     getJSON(query(`/v1/gpus/${encodeURIComponent(g.uuid)}/series`, { start, end: now + 1 }))));
   const gap = 2.5 * (answers[0] ? answers[0].resolution_seconds : 60);
@@ -42,18 +46,23 @@ async function charts(gpus, now) {
     { id: c.id, title: t(c.title), unit: c.unit, max: c.max, format: c.format, tStart: from, tEnd: now, gap }));
 }
 
-export async function render({ summary, params }) {
+// its KPIs and its charts over one window: 1 h or 6 h
+export async function render({ summary, params, redraw }) {
   const key = params.get("key") || "";
   const now = summary.now;
+  const range = rangeOf("workload", "6h", WINDOWS);
   const [answer, gpus] = await Promise.all([
-    getJSON(query("/v1/workloads", { start: now - 86400, end: now })),
+    getJSON(query("/v1/workloads", { start: now - range.seconds, end: now })),
     key ? fleetGpus({ workload: key }) : []]); // the GPUs it holds, filtered on the server
   const report = answer.workloads.find((w) => w.key === key);
-  const head = h("h1", {}, t("wl.title"), " ", h("code", { "data-figure": "workload-key" }, key));
-  if (!report) return h("div", { class: "page" }, head, h("p", { class: "muted" }, t("wl.missing", { key })));
+  const head = h("div", { class: "title-row" },
+    h("h1", {}, t("wl.title"), " ", h("code", { "data-figure": "workload-key", translate: "no" }, key)),
+    rangePicker("workload", range.name, redraw, WINDOWS));
+  const when = t("range." + range.name);
+  if (!report) return h("div", { class: "page" }, head, h("p", { class: "muted" }, t("wl.missing_in", { range: when })));
   const u = report.usage;
   return h("div", { class: "page" }, head, facts(report),
-    h("p", { class: "muted small" }, t("wl.window")),
+    h("p", { class: "muted small" }, t("wl.window_in", { range: when })),
     h("div", { class: "kpis" },
       kpi(t("wl.energy"), "energy", f.kwh(u.energy_joules), "kWh"),
       kpi(t("wl.carbon"), "carbon", f.kg(u.carbon_grams), "kgCO2e"),
@@ -63,5 +72,5 @@ export async function render({ summary, params }) {
       kpi(t("wl.gpus_now"), "gpus-now", f.int(gpus.length)),
       ...sharedKpis(gpus, key, now)),
     h("h2", {}, t("wl.charts")),
-    gpus.length ? h("div", { class: "charts" }, await charts(gpus, now)) : h("p", { class: "muted" }, t("wl.no_gpus")));
+    gpus.length ? h("div", { class: "charts" }, await charts(gpus, now, range.seconds)) : h("p", { class: "muted" }, t("wl.no_gpus")));
 }

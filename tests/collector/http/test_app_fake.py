@@ -194,6 +194,14 @@ class FakeBackend:
         self.version = self.version._replace(ledger=self.version.ledger + 1)
         return rec
 
+    def restore(self, rec_id: str, now: float) -> Recommendation | None:
+        if rec_id not in self.recs:
+            return None
+        rec = replace(self.recs[rec_id], status=RecommendationStatus.OPEN, updated_at=now)
+        self.recs[rec_id] = rec
+        self.version = self.version._replace(ledger=self.version.ledger + 1)
+        return rec
+
     def health(self) -> HealthReport:
         last = self.ingested[-1][2] if self.ingested else None
         detail = "" if self.healthy else "database is locked"

@@ -190,6 +190,26 @@ def test_recommendations_filter_page_and_tag(client: AsgiClient, backend: FakeBa
     assert {r["id"] for r in after.json()["recommendations"]} == {"r2", "r3"}  # r1 dismissed
 
 
+def test_a_dismissal_or_its_undo_shows_at_once_on_a_busy_collector(
+    backend: FakeBackend, clock: Clock
+) -> None:
+    """A busy collector serves a view up to ``refresh_seconds`` old though its source moved;
+    the console's redraw right after a dismissal read the list from before it (the row
+    stayed, its Undo had nothing to undo on screen)."""
+    views = ViewCache(clock, refresh_seconds=60.0)
+    client = AsgiClient(create_app(backend, CollectorSettings(), [TOKEN], clock=clock, views=views))
+
+    def ids() -> set[str]:
+        answer = client.get("/v1/recommendations", headers=AUTH).json()
+        return {r["id"] for r in answer["recommendations"]}
+
+    assert ids() == {"r1", "r2", "r3"}
+    client.post("/v1/recommendations/r1/dismiss", headers=AUTH)
+    assert ids() == {"r2", "r3"}
+    client.post("/v1/recommendations/r1/restore", headers=AUTH)
+    assert ids() == {"r1", "r2", "r3"}
+
+
 def views_of(nodes: list[int]) -> list[GpuView]:
     return [gpu(f"G-{n}-{i}", f"n{n}", i, GpuState.ACTIVE) for n in nodes for i in range(3)]
 

@@ -180,6 +180,21 @@ def test_dismissing_a_recommendation_whose_id_holds_a_slash(
     assert backend.recs[rec_id].status is RecommendationStatus.DISMISSED
 
 
+def test_restoring_a_dismissed_recommendation_undoes_the_dismissal(
+    client: AsgiClient, backend: FakeBackend
+) -> None:
+    rec_id = "release_idle:pod:ml/notebook-7"
+    backend.recs[rec_id] = make_recommendation(rec_id, RecommendationKind.RELEASE_IDLE, 50.0)
+    path = "/v1/recommendations/release_idle:pod:ml%2Fnotebook-7"
+    assert client.post(path + "/restore").status_code == 401
+    assert client.post(path + "/dismiss", headers=AUTH).json()["status"] == "dismissed"
+    done = client.post(path + "/restore", headers=AUTH)
+    assert (done.status_code, done.json()["id"], done.json()["status"]) == (200, rec_id, "open")
+    assert backend.recs[rec_id].status is RecommendationStatus.OPEN
+    missing = client.post("/v1/recommendations/nope/restore", headers=AUTH)
+    assert (missing.status_code, missing.json()["field"]) == (404, "rec_id")
+
+
 def test_get_on_the_ingest_route_is_405_json(client: AsgiClient) -> None:
     response = client.get("/v1/batches", headers=AUTH)
     assert response.status_code == 405
@@ -196,11 +211,12 @@ def test_the_openapi_document_is_valid_and_lists_every_route(client: AsgiClient)
         for method in (route.methods or ()) - {"HEAD"}
     }
     documented = {(path, method) for path, ops in document["paths"].items() for method in ops}
-    # the console's read routes (collector/web/fleet_api.py) and the savings route
-    # (collector/http/savings.py) are mounted beside this app
+    # the console's read routes (collector/web/fleet_api.py, trend_api.py) and the savings
+    # route (collector/http/savings.py) are mounted beside this app
     assert documented - routes == {
         ("/v1/fleet/summary", "get"),
         ("/v1/gpus/usage", "get"),
+        ("/v1/fleet/trend", "get"),
         ("/v1/savings", "get"),
     }
     assert routes <= documented

@@ -68,6 +68,23 @@ def test_dismiss_sticks_through_reevaluation(ledger: Ledger) -> None:
     assert ledger.dismiss_recommendation("nope", now=1.0) is None
 
 
+def test_restore_undoes_a_dismissal_and_reevaluation_then_updates_it(ledger: Ledger) -> None:
+    ledger.upsert_recommendations([rec("a", 10.0), rec("b", 5.0)])
+    ledger.dismiss_recommendation("a", now=500.0, by="alice")
+    restored = ledger.restore_recommendation("a", now=510.0)
+    assert restored is not None and restored.status is RecommendationStatus.OPEN
+    assert restored.resolved_at is None and restored.updated_at == 510.0
+    assert "dismissed_by" not in restored.evidence
+    ledger.upsert_recommendations([replace(rec("a", 20.0), updated_at=600.0)])
+    again = ledger.get_recommendation("a")
+    assert again is not None and again.status is RecommendationStatus.OPEN
+    assert again.savings.money_per_month == 20.0
+    untouched = ledger.restore_recommendation("b", now=520.0)  # not dismissed: as it was
+    assert untouched == ledger.recommendations([RecommendationStatus.OPEN])[1]
+    assert untouched is not None and untouched.updated_at != 520.0
+    assert ledger.restore_recommendation("nope", now=1.0) is None
+
+
 def test_unencodable_evidence_is_a_ledger_error(ledger: Ledger) -> None:
     bad = replace(rec("a", 1.0), evidence={"x": object()})
     with pytest.raises(LedgerError, match="recommendation a"):

@@ -24,6 +24,7 @@ from collector.metrics.catalogue import (
     KUBE,
     NOTIFY,
     PLANS,
+    REPLICA,
     SAVINGS,
 )
 from collector.metrics.exporter import RatesExporter, backend_exporters
@@ -253,10 +254,10 @@ def test_every_emitted_family_is_in_the_catalogue_with_its_labels_and_type() -> 
         for sample in metric.samples:
             assert set(sample.labels) == set(spec.labels), name
     # a family with nothing to say still has its HELP; the notifier, InfluxDB sink, auth,
-    # admission, plans, savings and Kubernetes reader families come from their own collectors
-    # (tested below, in tests/collector/http/test_scopes.py, test_admission.py,
-    # test_plans_exporter.py and tests/cli/test_kube_metadata.py)
-    own = (*NOTIFY, *INFLUX, *AUTH, *ADMISSION, *PLANS, *SAVINGS, *KUBE)
+    # admission, plans, savings, Kubernetes reader and replica families come from their own
+    # collectors (tested below, in tests/collector/http/test_scopes.py, test_admission.py,
+    # test_plans_exporter.py, tests/cli/test_kube_metadata.py and test_replica_scope.py)
+    own = (*NOTIFY, *INFLUX, *AUTH, *ADMISSION, *PLANS, *SAVINGS, *KUBE, *REPLICA)
     assert emitted == set(specs) - {spec.name for spec in own}
 
 

@@ -21,12 +21,14 @@ pytestmark = [
 ]
 
 PAGES = ["/ui/", "/ui/idle", "/ui/recommendations", "/ui/energy", "/ui/plans", "/ui/savings"]
+DEMO_OPTIONS = ["--nodes", "3", "--spare"]
 WASTING = ("allocated_idle", "unallocated")
 
 
 @pytest.fixture(scope="module")
 def demo() -> Iterator[RunningDemo]:
-    with running_demo(free_port_block(5)) as running:
+    # three nodes that run work and one nobody uses (a scale-down): 32 GPUs
+    with running_demo(free_port_block(5), options=DEMO_OPTIONS) as running:
         yield running
 
 
@@ -188,7 +190,8 @@ def test_workload_page_charts_hold_the_series_the_api_answers(tab: Tab, demo: Ru
         "workloads"][0]["key"]  # fmt: skip
     page = tab.open("/ui/workload?" + str(httpx.QueryParams(key=key)))
     now = fleet["now"]
-    report = next(w for w in api(demo, "/v1/workloads", start=now - 86400, end=now)["workloads"]
+    # its KPIs over the window of its charts: 6 h unless picked
+    report = next(w for w in api(demo, "/v1/workloads", start=now - 6 * 3600, end=now)["workloads"]
                   if w["key"] == key)  # fmt: skip
     assert shown(tab.figure("energy"), report["usage"]["energy_joules"] / 3.6e6, 2)
     assert shown(tab.figure("carbon"), report["usage"]["carbon_grams"] / 1000, 2)
@@ -282,7 +285,10 @@ def test_savings_page_equals_the_api(tab: Tab, demo: RunningDemo) -> None:
     now = api(demo, "/v1/fleet")["now"]
     report = api(demo, "/v1/savings", start=now - 7 * 86400, end=now)
     # the demo releases nothing (no policy): the page says so, with the API's figures
-    assert page.locator("[data-figure='savings-summary']").inner_text() == report["summary"]
+    # the sentence in the page's language with the API's figures (the API's own is English)
+    hours, money = report["released_gpu_hours"], report["money"]
+    summary = f"gpufleet released {hours:.2f} idle GPU-hours: {money:,.2f} {report['currency']}"
+    assert summary in page.locator("[data-figure='savings-summary']").inner_text()
     assert shown(tab.figure("freed-gpu-hours"), report["released_gpu_hours"], 2)
     assert shown(tab.figure("money"), report["money"], 2)
     assert page.locator("[data-table='savings']").count() == (1 if report["releases"] else 0)
@@ -313,24 +319,23 @@ def test_evidence_reads_as_words_in_both_languages(browser: Any, demo: RunningDe
     assert labels["en"].isdisjoint(labels["zh"] - {"GPU"})
 
 
-def test_recommendations_page_shows_savings_and_dismisses(tab: Tab, demo: RunningDemo) -> None:
+def test_recommendations_page_shows_savings_grouped_by_kind(tab: Tab, demo: RunningDemo) -> None:
     page = tab.open("/ui/recommendations")
     recs = api(demo, "/v1/recommendations")["recommendations"]
-    rows = page.locator("[data-table='recommendations'] tbody tr")
+    rows = page.locator("[data-table='recommendations'] tbody tr[data-rec]")
+    # grouped by kind, most saving first within a kind (the API's order)
+    grouped = sorted(recs, key=lambda r: r["kind"])
     assert [rows.nth(i).get_attribute("data-rec") for i in range(rows.count())] == [
-        r["id"] for r in recs] and recs  # fmt: skip
+        r["id"] for r in grouped] and recs  # fmt: skip
+    heads = page.locator("tr.dt-group").evaluate_all("hs => hs.map(h => h.dataset.groupRow)")
+    assert heads == sorted({r["kind"] for r in recs})
+    recs = grouped
     for i, rec in enumerate(recs):
         for col, field in (("money", "money_per_month"), ("kwh", "energy_kwh_per_month"),
                            ("kg", "carbon_kg_per_month")):  # fmt: skip
             assert shown(rows.nth(i).locator(f"[data-col='{col}']").inner_text(),
                          rec["savings"][field], 0)  # fmt: skip
     assert shown(tab.figure("rec-money"), sum(r["savings"]["money_per_month"] for r in recs), 0)
-    victim = recs[-1]["id"]
-    page.locator(f"[data-dismiss='{victim}']").click()
-    page.wait_for_selector(f"tr[data-rec='{victim}']", state="detached", timeout=10_000)
-    assert victim not in [r["id"] for r in api(demo, "/v1/recommendations")["recommendations"]]
-    every = api(demo, "/v1/recommendations", status="all")["recommendations"]
-    assert next(r for r in every if r["id"] == victim)["status"] == "dismissed"
 
 
 def test_console_asks_for_the_token_and_refuses_a_wrong_one(
@@ -367,3 +372,164 @@ def test_light_and_dark_follow_the_system(
     assert tab.page.evaluate("getComputedStyle(document.body).backgroundColor") == background
     tab.close()
     assert tab.errors == []
+
+
+def status_of(demo: RunningDemo, rec_id: str) -> str:
+    every = api(demo, "/v1/recommendations", status="all")["recommendations"]
+    return str(next(r for r in every if r["id"] == rec_id)["status"])
+
+
+@pytest.mark.parametrize("prefix", ["release_idle:pod:", "release_idle:slurm:", "scale_down:"])
+def test_dismiss_asks_first_and_undo_restores_it(tab: Tab, demo: RunningDemo, prefix: str) -> None:
+    """Pod ids hold a slash (they used to 404); every kind of subject: confirm, dismiss,
+    then Undo within its seconds, and the collector has it open again."""
+    recs = api(demo, "/v1/recommendations")["recommendations"]
+    victim = next(r["id"] for r in recs if r["id"].startswith(prefix))
+    page = tab.open("/ui/recommendations")
+    row = page.locator(f"tr[data-rec='{victim}']")
+    row.locator("[data-dismiss]").click()
+    row.locator("[data-cancel]").click()  # asked first: cancel leaves it alone
+    assert status_of(demo, victim) == "open"
+    row.locator("[data-dismiss]").click()
+    row.locator("[data-confirm]").click()
+    page.wait_for_selector(f"tr[data-rec='{victim}']", state="detached", timeout=10_000)
+    assert status_of(demo, victim) == "dismissed"
+    page.locator(f"#toast [data-undo='{victim}']").click()
+    page.wait_for_selector(f"tr[data-rec='{victim}']", timeout=10_000)
+    assert status_of(demo, victim) == "open"
+    assert page.locator(f"tr[data-rec='{victim}'] [data-dismiss]").is_visible()
+
+
+def test_a_failed_request_keeps_the_page_says_what_failed_and_retries(
+    tab: Tab, demo: RunningDemo
+) -> None:
+    """A proxy's HTML error page used to replace the page with "Unexpected token '<'"."""
+    page = tab.open("/ui/idle")
+    rows = page.locator("[data-table='idle'] tbody tr").count()
+    html = "<html><body>502 Bad Gateway</body></html>"
+    page.route(
+        "**/v1/fleet/summary", lambda r: r.fulfill(status=502, body=html, content_type="text/html")
+    )
+    page.evaluate(
+        "document.getElementById('lang').dispatchEvent(new Event('change'))"
+    )  # redraw now
+    alert = page.locator("#banner [role='alert']")
+    alert.wait_for(timeout=10_000)
+    text = alert.inner_text()
+    assert "/v1/fleet/summary answered 502" in text and "HTML page, not JSON" in text, text
+    assert "Retrying in 2 s" in text
+    assert page.locator("[data-table='idle'] tbody tr").count() == rows  # the page stays
+    page.unroute("**/v1/fleet/summary")
+    page.locator("[data-retry='now']").click()
+    alert.wait_for(state="detached", timeout=10_000)
+    tab.errors.clear()  # the browser logs the refused request itself
+
+
+def test_a_redraw_keeps_sort_search_and_scroll(tab: Tab, demo: RunningDemo) -> None:
+    page = tab.open("/ui/idle")
+    page.locator("[data-table='idle'] [data-sort='gpu']").click()  # by GPU, A to Z
+    page.fill("[data-search='idle']", "gpu-node-0")
+    page.wait_for_timeout(400)  # the search waits 200 ms for more typing
+    before = page.locator("[data-table='idle'] tbody tr").evaluate_all(
+        "rs => rs.map(r => r.dataset.uuid)"
+    )
+    page.evaluate("window.scrollTo(0, 300)")
+    y = page.evaluate("window.scrollY")
+    renders = int(page.evaluate("document.body.dataset.renders"))
+    page.evaluate("document.getElementById('lang').dispatchEvent(new Event('change'))")
+    page.wait_for_selector(f"body[data-renders='{renders + 1}']")
+    after = page.locator("[data-table='idle'] tbody tr").evaluate_all(
+        "rs => rs.map(r => r.dataset.uuid)"
+    )
+    assert after == before and before
+    assert page.locator("[data-search='idle']").input_value() == "gpu-node-0"
+    assert page.locator("th[aria-sort='ascending'] [data-sort='gpu']").count() == 1
+    assert page.evaluate("window.scrollY") == y > 0
+
+
+def test_an_unknown_console_path_is_the_consoles_page_not_found(
+    browser: Any, demo: RunningDemo
+) -> None:
+    tab = Tab(browser, demo)
+    page = tab.open("/ui/no-such-page")
+    assert page.locator("[data-figure='not-found'] h1").inner_text() == "Page not found"
+    assert page.locator("[data-nav='fleet']").is_visible()
+    tab.close()
+    assert [e for e in tab.errors if "404" not in e] == []
+
+
+TICK_PX = """() => [...document.querySelectorAll(".chart-svg .tick")].map((t) =>
+    parseFloat(getComputedStyle(t).fontSize) * t.ownerSVGElement.getScreenCTM().a)"""
+
+
+@pytest.mark.parametrize("viewport", [(1280, 800), (390, 844)])
+def test_chart_ticks_are_readable_and_a_hover_reads_the_values(
+    browser: Any, demo: RunningDemo, viewport: tuple[int, int]
+) -> None:
+    """Tick labels were ~7 px on screen (an 11-unit font in a scaled-down picture)."""
+    tab = Tab(browser, demo, viewport=viewport)
+    key = next(g for g in api(demo, "/v1/fleet")["gpus"] if g["workloads"])["workloads"][0]["key"]
+    page = tab.open("/ui/workload?" + str(httpx.QueryParams(key=key)))
+    sizes = page.evaluate(TICK_PX)
+    assert sizes and min(sizes) >= 10.9, sizes
+    chart = page.locator("[data-chart='power'] svg")
+    box = chart.bounding_box()
+    assert box is not None
+    chart.hover(position={"x": box["width"] * 0.8, "y": box["height"] / 2})
+    readout = page.locator("[data-readout='power']")
+    assert re.search(r"\d\d:\d\d · .+#\d+: \d+ W", readout.inner_text()), readout.inner_text()
+    tab.close()
+    assert tab.errors == []
+
+
+def test_the_fleet_trend_follows_the_picked_window(tab: Tab, demo: RunningDemo) -> None:
+    """KPIs and charts over the same window, from /v1/fleet/trend; 1 h to 7 days."""
+    page = tab.open("/ui/")
+    for name, seconds in (("24h", 86400), ("6h", 6 * 3600), ("7d", 7 * 86400)):
+        if name != "24h":
+            with page.expect_response(lambda r: "/v1/fleet/trend" in r.url):
+                page.locator(f"[data-range='{name}']").click()
+            page.wait_for_selector(f"[data-range='{name}'][aria-pressed='true']")
+        now = api(demo, "/v1/fleet/summary")["now"]
+        trend = api(demo, "/v1/fleet/trend", start=now - seconds, end=now)
+        assert trend["hours"], "two hours of history"
+        waste = sum(h["idle_cost"] for h in trend["hours"])
+        assert shown(tab.figure("trend-waste"), waste, 2)
+        active = sum(h["active_gpu_hours"] for h in trend["hours"])
+        idle = sum(h["idle_gpu_hours"] for h in trend["hours"])
+        assert shown(tab.figure("trend-utilisation"), 100 * active / (active + idle), 1)
+        line = page.locator("[data-chart='trend-waste'] path.line")
+        assert int(line.get_attribute("data-points") or 0) == len(trend["hours"])
+    assert "range=7d" in page.url
+
+
+GLYPHS = """ts => ts.map(t => [t.dataset.state, getComputedStyle(t, "::after").content,
+    t.querySelector("[data-sm]").dataset.sm, t.getAttribute("href")])"""
+
+
+def test_tiles_carry_a_glyph_per_state_an_activity_bar_and_unallocated_ones_open_the_idle_page(
+    tab: Tab, demo: RunningDemo
+) -> None:
+    """Under deuteranopia "active" and "allocated idle" were two olive shades: each state
+    has its own glyph as well; SM activity is a bar too (20 % looked like 97 %)."""
+    page = tab.open("/ui/")
+    fleet = {g["uuid"]: g for g in api(demo, "/v1/fleet")["gpus"]}
+    tiles = page.locator(".tile")
+    seen = dict(zip(tiles.evaluate_all("ts => ts.map(t => t.dataset.uuid)"),
+                    tiles.evaluate_all(GLYPHS), strict=True))  # fmt: skip
+    glyph_of: dict[str, set[str]] = {}
+    for uuid, (state, glyph, bar, href) in seen.items():
+        glyph_of.setdefault(state, set()).add(glyph)
+        sm = fleet[uuid]["sm_activity"]
+        assert int(bar) == (0 if sm is None else round(min(1.0, sm) * 100)), uuid
+        if state == "unallocated":
+            assert href == "/ui/idle?node=" + fleet[uuid]["node"]
+    assert all(len(g) == 1 for g in glyph_of.values())  # one glyph per state
+    assert len({next(iter(g)) for g in glyph_of.values()}) == len(glyph_of) >= 3
+    now = api(demo, "/v1/fleet/summary")["now"]
+    settled = lambda uuid: (fleet[uuid]["idle_since"] or now) <= now - 60  # noqa: E731
+    free = next(u for u, (state, *_) in seen.items() if state == "unallocated" and settled(u))
+    page.locator(f".tile[data-uuid='{free}']").click()
+    page.wait_for_selector(f"[data-table='idle'] tr[data-uuid='{free}']")
+    nodes = page.locator("[data-table='idle'] tbody tr td:first-child").all_inner_texts()
+    assert nodes and {n.split(" #")[0] for n in nodes} == {fleet[free]["node"]}

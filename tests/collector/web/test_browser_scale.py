@@ -1,9 +1,14 @@
-"""The console's fleet page at 1,000 simulated GPUs (``gpufleet demo --nodes 125
---gpus-per-node 8``) in headless Chromium: it becomes ready from the summary and the
-tiles of its first nodes, without downloading every GPU; "show more" adds the next."""
+"""The console at 1,000 simulated GPUs (``gpufleet demo --nodes 125 --gpus-per-node 8``)
+in headless Chromium: the fleet page becomes ready from the summary and the tiles of a page
+of nodes, without downloading every GPU; the next page and "show all" fetch the rest; the
+tables page, export and search their whole lists; every page passes the checks of
+test_console_looks in every look."""
 
 from __future__ import annotations
 
+import csv
+import io
+import re
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -12,7 +17,8 @@ import httpx
 import pytest
 
 from tests.collector.web.demo_process import CHROMIUM, RunningDemo, running_demo
-from tests.collector.web.test_browser import Tab, api
+from tests.collector.web.test_browser import PAGES, Tab, api
+from tests.collector.web.test_console_looks import walk
 from tests.e2e.test_demo_command import free_port_block
 
 pytest.importorskip("playwright.sync_api")
@@ -39,6 +45,7 @@ class Requests:
     def __init__(self, page: Any) -> None:
         self.seen: list[tuple[str, dict[str, list[str]], int]] = []
         self.summary: Any = None
+        self.gpus: list[Any] = []  # every GPU of the /v1/fleet pages the tab read
         page.on("response", self.record)
 
     def record(self, response: Any) -> None:
@@ -47,6 +54,8 @@ class Requests:
             self.seen.append((url.path, parse_qs(url.query), len(response.body())))
         if url.path == "/v1/fleet/summary":
             self.summary = response.json()
+        if url.path == "/v1/fleet" and response.status == 200:
+            self.gpus += response.json()["gpus"]
 
     def bytes(self) -> int:
         return sum(size for _, _, size in self.seen)
@@ -63,7 +72,8 @@ def test_the_fleet_page_is_ready_at_1000_gpus_without_downloading_every_gpu(
     requests = Requests(tab.page)
     page = tab.open("/ui/")
     paths = [path for path, _, _ in requests.seen]
-    assert sorted(set(paths)) == ["/v1/fleet", "/v1/fleet/summary", "/v1/gpus/usage"], paths
+    expected = ["/v1/fleet", "/v1/fleet/summary", "/v1/fleet/trend", "/v1/gpus/usage"]
+    assert sorted(set(paths)) == expected, paths
     for path, query, _ in requests.seen:  # every GPU list asked is a page or a filter
         if path == "/v1/fleet":
             assert len(query["node"][0].split(",")) == NODES_PER_PAGE
@@ -76,8 +86,75 @@ def test_the_fleet_page_is_ready_at_1000_gpus_without_downloading_every_gpu(
     cards = page.locator(".node").evaluate_all("cs => cs.map(c => c.dataset.node)")
     assert cards == first  # the summary's order: most waste first
     assert page.locator(".tile").count() == NODES_PER_PAGE * PER_NODE
-    page.locator("[data-more='nodes']").click()
-    page.locator(".node").nth(2 * NODES_PER_PAGE - 1).wait_for()
-    assert page.locator(".tile").count() == 2 * NODES_PER_PAGE * PER_NODE
+    page.locator("[data-dt='nodes'] [data-page='next']").click()
+    second = [n["node"] for n in requests.summary["nodes"][NODES_PER_PAGE : 2 * NODES_PER_PAGE]]
+    page.locator(f".node[data-node='{second[0]}']").wait_for()
+    assert page.locator(".node").evaluate_all("cs => cs.map(c => c.dataset.node)") == second
+    page.locator("[data-dt='nodes'] [data-page='all']").click()
+    page.locator(".node").nth(NODES - 1).wait_for()
+    assert page.locator(".tile").count() == NODES * PER_NODE
     tab.close()
     assert tab.errors == []
+
+
+def natural(name: str) -> tuple[object, ...]:
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
+
+
+def test_the_node_list_sorts_naturally_filters_and_searches(
+    browser: Any, demo: RunningDemo
+) -> None:
+    tab = Tab(browser, demo)
+    page = tab.open("/ui/")
+    page.select_option("[data-sort-by='nodes']", "node")
+    names = sorted((n["node"] for n in api(demo, "/v1/fleet/summary")["nodes"]), key=natural)
+    page.locator(f".node[data-node='{names[0]}']").wait_for()
+    shown = page.locator(".node").evaluate_all("cs => cs.map(c => c.dataset.node)")
+    assert shown == names[:NODES_PER_PAGE]  # gpu-node-2 before gpu-node-10
+    page.fill("[data-search='nodes']", "node-10")
+    page.locator("[data-figure='table-nodes']").filter(
+        has_text=f"of {len([n for n in names if 'node-10' in n])}"
+    ).wait_for()
+    shown = page.locator(".node").evaluate_all("cs => cs.map(c => c.dataset.node)")
+    assert shown == [n for n in names if "node-10" in n] and shown
+    tab.close()
+    assert tab.errors == []
+
+
+def test_the_idle_table_pages_shows_all_and_exports_the_whole_filtered_list(
+    browser: Any, demo: RunningDemo
+) -> None:
+    tab = Tab(browser, demo)
+    requests = Requests(tab.page)  # the demo's clock moves a little: what the page read
+    page = tab.open("/ui/idle")
+    now = requests.summary["now"]
+    idle = [g for g in requests.gpus if g["state"] in ("allocated_idle", "unallocated")]
+    settled = [g for g in idle if g["idle_since"] is None or now - g["idle_since"] >= 60]
+    assert len(settled) > 50, "enough idle GPUs for pages"
+    assert page.locator("[data-figure='table-idle']").inner_text() == f"50 of {len(settled)}"
+    assert page.locator("[data-table='idle'] tbody tr").count() == 50
+    with page.expect_download() as download:
+        page.locator("[data-csv='idle']").click()
+    rows = list(csv.reader(io.StringIO(download.value.path().read_text(encoding="utf-8"))))
+    assert rows[0][:3] == ["GPU", "Model", "Holder"] and len(rows) == len(settled) + 1
+    labels = {f"{g['node']} #{g['index']}" for g in settled}
+    assert {r[0] for r in rows[1:]} == labels
+    unallocated = [g for g in settled if g["state"] == "unallocated"]
+    page.select_option("[data-dt='idle'] [data-filter='state']", "unallocated")
+    page.locator("[data-dt='idle'] [data-page='all']").click()
+    page.locator("[data-figure='table-idle']").filter(
+        has_text=f"{len(unallocated)} of {len(unallocated)}"
+    ).wait_for()
+    states = page.locator("[data-table='idle'] tbody tr").evaluate_all(
+        "rs => rs.map(r => r.dataset.state)"
+    )
+    assert states == ["unallocated"] * len(unallocated)
+    tab.close()
+    assert tab.errors == []
+
+
+def test_every_page_at_1000_gpus_fits_speaks_the_language_and_passes_axe(
+    browser: Any, demo: RunningDemo
+) -> None:
+    found = walk(browser, demo, PAGES)
+    assert found == [], "\n".join(found[:40])

@@ -50,6 +50,17 @@ def test_pages_are_open_shells_without_figures_or_secrets(collector: Collector) 
     assert 'data-anonymous="false"' in client.get("/ui/").text
 
 
+def test_an_unknown_console_path_is_the_consoles_own_not_found_page(collector: Collector) -> None:
+    """It used to answer the API's raw JSON 404."""
+    client = AsgiClient(collector.app)
+    for path in ("/ui/nodes", "/ui/fleet/gpu-node-1", "/ui/idle/"):
+        response = client.get(path)
+        assert response.status_code == 404, path
+        assert response.headers["content-type"].startswith("text/html")
+        assert 'data-page="notfound"' in response.text
+    assert 'data-page="idle"' in client.get("/ui/idle").text
+
+
 def test_static_files_are_served_from_the_package_and_nothing_else(collector: Collector) -> None:
     client = AsgiClient(collector.app)
     static = REPO / "collector" / "web" / "static"
@@ -110,6 +121,32 @@ def test_gpu_usage_route_lists_every_gpu_with_price_and_hourly_usage(
         assert gpu["usage"]["idle_seconds"] == pytest.approx(60.0)  # 6 intervals of 10 s
         assert gpu["usage"]["idle_cost"] == pytest.approx(price * 60 / 3600)
         assert gpu["usage"]["energy_joules"] == pytest.approx(6 * 700.0)
+
+
+def test_trend_route_gives_the_fleet_hour_by_hour_from_the_rollups(collector: Collector) -> None:
+    """Two H100s active for 40 s, then idle for 20 s (an interval takes its starting
+    sample's activity), all in the hour from NOW: utilisation 2/3, the idle 40 GPU-seconds'
+    cost as waste; the hours before and after have no rows."""
+    client = AsgiClient(collector.app)
+    for seq in range(1, 8):
+        busy = seq <= 4
+        post(client, seq, NOW + 10 * (seq - 1), sm_activity=0.6 if busy else 0.0)
+    collector.core.applier.tick(flush=True)
+    answer = client.get(f"/v1/fleet/trend?start={NOW - 7200}&end={NOW + 7200}", headers=AUTH)
+    body = answer.json()
+    price = collector.core.service.rates.price_per_gpu_hour("H100", "node-a")
+    assert body["currency"] == collector.core.service.rates.currency
+    [hour] = body["hours"]
+    assert hour["hour_start"] == NOW
+    assert hour["utilisation_ratio"] == pytest.approx(2 / 3)
+    assert hour["active_gpu_hours"] == pytest.approx(2 * 40 / 3600)
+    assert hour["idle_gpu_hours"] == pytest.approx(2 * 20 / 3600)
+    assert hour["idle_cost"] == pytest.approx(price * 2 * 20 / 3600)
+    before = client.get(f"/v1/fleet/trend?start={NOW - 7200}&end={NOW}", headers=AUTH).json()
+    assert before["hours"] == []
+    bad = client.get("/v1/fleet/trend?start=later", headers=AUTH)
+    assert (bad.status_code, bad.json()["field"]) == (422, "start")
+    assert client.get("/v1/fleet/trend").status_code == 401
 
 
 def test_console_api_routes_need_the_token(collector: Collector) -> None:
