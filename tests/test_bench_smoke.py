@@ -135,3 +135,10 @@ def test_collector_ledger_quick_prints_sqlite_and_postgresql_side_by_side() -> N
         assert re.search(rf"^{backend}\s+80\s+1,600\s+1,600\s", out, re.MULTILINE), out
     server = rf"^postgresql\s.*\s{NUMBER}\s+{NUMBER}x \(target <= 0.5x\)\s*$"
     assert re.search(server, out, re.MULTILINE), out
+
+
+def test_kube_enrich_quick_prints_the_three_columns_and_their_ratio() -> None:
+    out = run_quick("bench.kube_enrich")
+    assert "800 pods, 100 batches of 8 GPUs" in out
+    row = rf"^({NUMBER})\s+({NUMBER})\s+({NUMBER})\s+({NUMBER})x\s*$"
+    assert re.search(row, out, re.MULTILINE), out

@@ -6,6 +6,8 @@ holders; within it every holder of a shared GPU is listed once, by ``Workload.ke
 1. kubelet pod-resources ``List`` (who holds the GPU, busy or idle);
 2. the pods of the GPU's processes, from ``/proc/PID/cgroup``;
 3. the Slurm jobs of the GPU's processes, from the cgroup path or ``/proc/PID/environ``;
+   then the jobs whose processes (on other GPUs of the node) list this GPU in their
+   environment (``SLURM_JOB_GPUS``, ``SLURM_STEP_GPUS``, ``CUDA_VISIBLE_DEVICES`` UUIDs);
 4. job prolog mapping files (jobstats ``/run/gpustat``, dcgm-exporter hpc-job-mapping)
    and Slurm's own allocations (``squeue --json``: the GPU indices of this node's jobs);
 5. manual labels from ``attribution.manual`` (GPU UUID, MIG parent UUID, or index);
@@ -53,6 +55,7 @@ from agent.attribution.workloads import (
     pod_workload,
     process_workload,
     squeue_allocations,
+    visible_job_workloads,
 )
 from agent.config import AttributionSettings
 from agent.model import GpuInfo, GpuSample, Workload, WorkloadKind
@@ -85,6 +88,8 @@ class _Holders:
     jobs_by_gpu: dict[str, list[JobAllocation]]
     #: this node's jobs as squeue describes them, by job id
     slurm_jobs: Mapping[str, SlurmJob]
+    #: the jobs that GPU processes' environments say hold each GPU: (device id, job)
+    visible_by_gpu: dict[str, list[tuple[str, Workload]]]
 
 
 class Attributor:
@@ -119,7 +124,8 @@ class Attributor:
         """New samples with workloads filled; samples that already carry workloads pass as-is."""
         if all(sample.workloads for sample in samples):
             return list(samples)
-        holders = self._holders(gpus, self._slurm_jobs(samples))
+        slurm = self._slurm_jobs(samples)
+        holders = self._holders(gpus, slurm, self._visible_jobs(samples, slurm))
         by_gpu, self._by_gpu = self._by_gpu, {}
         annotated = [
             sample if sample.workloads else self._annotate(sample, holders, by_gpu)
@@ -149,18 +155,35 @@ class Attributor:
             self._stats.record_field_error("", "attribution_squeue")
         return jobs
 
-    def _holders(self, gpus: Sequence[GpuInfo], slurm_jobs: Mapping[str, SlurmJob]) -> _Holders:
+    def _visible_jobs(
+        self, samples: Sequence[GpuSample], slurm_jobs: Mapping[str, SlurmJob]
+    ) -> list[tuple[str, Workload]]:
+        """The GPUs Slurm jobs' processes list in their environment (cached per PID)."""
+        identities = (
+            identity
+            for sample in samples
+            for p in sample.processes
+            if p.workload is None and (identity := self._procs.identity(p.pid)) is not None
+        )
+        return visible_job_workloads(identities, self._user_name, slurm_jobs)
+
+    def _holders(
+        self,
+        gpus: Sequence[GpuInfo],
+        slurm_jobs: Mapping[str, SlurmJob],
+        visible: list[tuple[str, Workload]],
+    ) -> _Holders:
         """The node-wide answers, rebuilt only when what is behind them changed (a
         rediscovery, a pod-resources, mapping-file or squeue refresh with a different
-        answer)."""
-        sources = (gpus, self._pods.devices(), self._job_allocations(), slurm_jobs)
+        answer, a job's GPU processes listing other GPUs)."""
+        sources = (gpus, self._pods.devices(), self._job_allocations(), slurm_jobs, visible)
         cached, cached_from = self._holders_cache, self._holders_from
         self._holders_from = sources
         if cached is not None and all(
             a is b or a == b for a, b in zip(cached_from, sources, strict=True)
         ):
             return cached  # a refresh that found the same holders changes nothing
-        gpus, pods, jobs, slurm = sources
+        gpus, pods, jobs, slurm, visible = sources
         jobs = [*jobs, *squeue_allocations(slurm)]
         directory = GpuDirectory(gpus)
         self._holders_cache = _Holders(
@@ -169,6 +192,7 @@ class Attributor:
             pods_by_gpu=_group(pods, lambda d: directory.resolve_id(d.device_id)),
             jobs_by_gpu=_group(jobs, lambda a: directory.resolve_id(a.device)),
             slurm_jobs=slurm,
+            visible_by_gpu=_group(visible, lambda pair: directory.resolve_id(pair[0])),
         )
         return self._holders_cache
 
@@ -220,6 +244,7 @@ class Attributor:
             (_pod(device, uids) for device in on_gpu),
             (w for w in by_process if w.kind is WorkloadKind.KUBERNETES_POD),
             (w for w in by_process if w.kind is WorkloadKind.SLURM_JOB),
+            (w for _, w in holders.visible_by_gpu.get(gpu_uuid, [])),
             (
                 job_workload(a, self._user_name, holders.slurm_jobs.get(a.job_id))
                 for a in holders.jobs_by_gpu.get(gpu_uuid, [])

@@ -42,6 +42,10 @@ ENVIRON_KEYS = frozenset(
         "SLURM_JOB_NAME",
         "SLURM_JOB_ACCOUNT",
         "SLURM_JOB_PARTITION",
+        # the GPUs the job holds on this node, also those no process of it uses
+        "SLURM_JOB_GPUS",
+        "SLURM_STEP_GPUS",
+        "CUDA_VISIBLE_DEVICES",
         # set by the kubelet to the pod name; joins a cgroup pod UID to pod-resources' names
         "HOSTNAME",
     }
@@ -178,3 +182,22 @@ def slurm_job_from_environ(environ: Mapping[str, str]) -> str | None:
     """SLURM_JOB_ID (or the older SLURM_JOBID) when it is a job number."""
     job = environ.get("SLURM_JOB_ID") or environ.get("SLURM_JOBID")
     return job if job and job.isdigit() else None
+
+
+def visible_gpus(environ: Mapping[str, str]) -> tuple[str, ...]:
+    """The GPUs a Slurm job's process says its job holds on this node, as device ids
+    (``"0"``, ``"GPU-<uuid>"``): SLURM_JOB_GPUS, else SLURM_STEP_GPUS (Slurm's node-level
+    indexes), else CUDA_VISIBLE_DEVICES where it names UUIDs. Its numbers are left out:
+    under ``ConstrainDevices`` Slurm renumbers them from 0 inside the job, so "0" may be
+    the node's GPU 3. () when none is set (or ``NoDevFiles``)."""
+    for key in ("SLURM_JOB_GPUS", "SLURM_STEP_GPUS"):
+        found = _device_list(environ.get(key, ""))
+        if found:
+            return found
+    named = _device_list(environ.get("CUDA_VISIBLE_DEVICES", ""))
+    return named if all(d.startswith(("GPU-", "MIG-")) for d in named) else ()
+
+
+def _device_list(value: str) -> tuple[str, ...]:
+    devices = tuple(d.strip() for d in value.split(",") if d.strip())
+    return () if devices == ("NoDevFiles",) else devices

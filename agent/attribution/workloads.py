@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from agent.attribution.cgroups import slurm_job_from_environ
+from agent.attribution.cgroups import slurm_job_from_environ, visible_gpus
 from agent.attribution.hpc import JobAllocation
 from agent.attribution.kubelet import PodDevice
 from agent.attribution.proc import ProcessIdentity
@@ -206,3 +206,23 @@ def first_tier(tiers: Iterable[Iterable[Workload]]) -> tuple[Workload, ...]:
         if unique:
             return tuple(unique.values())
     return ()
+
+
+def visible_job_workloads(
+    identities: Iterable[ProcessIdentity],
+    user_names: UserNames,
+    slurm_jobs: Mapping[str, SlurmJob] | None = None,
+) -> list[tuple[str, Workload]]:
+    """(device id, job) for each GPU a Slurm job's process lists in its environment
+    (cgroups.visible_gpus), once per device and job: a GPU the job holds but runs nothing
+    on is still the job's, even without squeue. Pods' processes are left out."""
+    found: dict[tuple[str, str], Workload] = {}
+    for identity in identities:
+        job = identity.cgroup.slurm_job_id or slurm_job_from_environ(identity.environ)
+        if job is None or identity.cgroup.pod_uid is not None:
+            continue
+        for device in visible_gpus(identity.environ):
+            if (device, job) not in found:
+                slurm = (slurm_jobs or {}).get(job)
+                found[(device, job)] = slurm_process_workload(identity, job, user_names, slurm)
+    return [(device, w) for (device, _), w in found.items()]

@@ -61,6 +61,7 @@ from collector.http.views import ViewCache
 from collector.ingest.body import too_large
 from collector.metrics.cache import Exposition
 from collector.metrics.exporter import backend_exporters
+from collector.metrics.fleet_families import PodLabelValues
 from collector.metrics.replica_scope import MetricScope
 from collector.usage_report import ledger_period
 
@@ -82,6 +83,7 @@ def create_app(
     views: ViewCache | None = None,
     exposition: Exposition | None = None,
     scope: MetricScope | None = None,
+    pod_labels: PodLabelValues | None = None,
 ) -> Starlette:
     """The ASGI app. ``tokens``: the process's Gate (which the console and Alertmanager
     routes share), or tokens from collector.http.tokens.load_tokens (plain strings: bare
@@ -92,14 +94,16 @@ def create_app(
     once per change for both; None: a cache of its own that rebuilds after every change;
     ``exposition`` keeps /metrics' body (pass one attached to the ledger's observers; the
     default is refreshed by age alone); ``scope``: a replica's share of the series
-    (collector/metrics/replica_scope.py; None: one collector, every series)."""
+    (collector/metrics/replica_scope.py; None: one collector, every series);
+    ``pod_labels``: the allowlisted pod labels gpufleet_workload_info carries
+    (kubernetes.pod_labels, the enricher's)."""
     gate = Gate.of(tokens, settings.server)
     api = _Api(backend, settings, gate, clock)
     if exposition is None:
         exposition = Exposition(clock, settings.ingest.apply_interval_seconds)
     fleet_views = exposition.once_per_render(backend.fleet)  # shared with the rates, if asked
     exporters = backend_exporters(
-        backend, clock, fleet_views, settings.kubernetes.metric_labels, scope
+        backend, clock, fleet_views, settings.kubernetes.metric_labels, scope, pod_labels
     )
     for collector in (*exporters, AuthExporter(gate), *collectors):
         exposition.register(collector)

@@ -6,7 +6,9 @@ labels the agent sent on the workload. What the agent set itself (``Workload.tea
 ``user``: ``attribution.manual``, a scheduler) wins. The owner, queue and priority class
 travel as labels (OWNER_LABEL ...), read into ``WorkloadRef.owner`` by
 ``analysis.energy.workload_ref``. Results are memoised per workload key until the store
-changes, so a batch whose pods are known costs a dict lookup per workload.
+changes for its pod (its uid and resourceVersion, and the store's ``links``: a
+namespace's labels or an owner link), not on every watch event of the cluster, so a
+batch whose pods did not change costs a dict lookup per workload (bench/kube_enrich.py).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import msgspec
 
 from agent.model import Batch, GpuSample, Workload, WorkloadKind
+from collector.kube.labels import PodMetricLabels
 from collector.kube.owners import (
     NO_MARKS,
     Attribution,
@@ -28,6 +31,8 @@ from collector.records import OWNER_LABEL, PRIORITY_CLASS_LABEL, QUEUE_LABEL
 
 #: memoised workloads past which the memo starts afresh (pods come and go)
 MEMO_LIMIT = 200_000
+#: MetadataStore.stamp of the pod when memoised; None without a store
+Stamp = tuple[str, str, int] | None
 
 
 def keys_of(settings: KubeMetadataSettings) -> Keys:
@@ -37,24 +42,31 @@ def keys_of(settings: KubeMetadataSettings) -> Keys:
 class WorkloadEnricher:
     """``enricher(batch)``: the batch with its pod workloads attributed."""
 
-    def __init__(self, keys: Keys, store: MetadataStore | None = None) -> None:
+    def __init__(
+        self,
+        keys: Keys,
+        store: MetadataStore | None = None,
+        pod_labels: PodMetricLabels | None = None,
+    ) -> None:
+        """``pod_labels``: where each pod's allowlisted labels are recorded for
+        gpufleet_workload_info (from the store's pod, else the labels the agent sent)."""
         self.keys = keys
         self.store = store
-        self._memo: dict[str, tuple[Workload, int, Workload]] = {}
+        self.pod_labels = pod_labels if pod_labels is not None else PodMetricLabels(())
+        self._memo: dict[str, tuple[Workload, Stamp, Workload]] = {}
 
     def __call__(self, batch: Batch) -> Batch:
-        generation = self.store.generation if self.store is not None else 0
         samples: list[GpuSample] = []
         changed = False
         for sample in batch.samples:
             held = sample.workloads
             if held:
-                enriched = tuple(self.workload(w, generation) for w in held)
+                enriched = tuple(self.workload(w) for w in held)
                 if any(a is not b for a, b in zip(enriched, held, strict=True)):
                     sample = msgspec.structs.replace(sample, workloads=enriched)
                     changed = True
             elif claimed := self.claimed(sample.gpu_uuid):  # a ResourceClaim says whom
-                enriched = tuple(self.workload(w, generation) for w in claimed)
+                enriched = tuple(self.workload(w) for w in claimed)
                 sample = msgspec.structs.replace(sample, workloads=enriched)
                 changed = True
             samples.append(sample)
@@ -70,17 +82,28 @@ class WorkloadEnricher:
             for ns, name in self.store.claim_holders(gpu_uuid)
         )
 
-    def workload(self, w: Workload, generation: int) -> Workload:
+    def workload(self, w: Workload) -> Workload:
         if w.kind is not WorkloadKind.KUBERNETES_POD:
             return w
+        store = self.store
+        stamp = store.stamp(w.namespace or "", w.name or w.id) if store is not None else None
         memo = self._memo.get(w.key)
-        if memo is not None and memo[1] == generation and memo[0] == w:
+        if memo is not None and memo[1] == stamp and memo[0] == w:
             return memo[2]
         enriched = enrich(w, self.attribution(w))
         if len(self._memo) >= MEMO_LIMIT:
             self._memo.clear()
-        self._memo[w.key] = (w, generation, enriched)
+            self.pod_labels.clear()  # recorded again with each pod's next enrichment
+        self._memo[w.key] = (w, stamp, enriched)
+        self._record_labels(w)
         return enriched
+
+    def _record_labels(self, w: Workload) -> None:
+        if not self.pod_labels.keys:
+            return
+        namespace, name = w.namespace or "", w.name or w.id
+        known = self.store.pod_labels(namespace, name) if self.store is not None else None
+        self.pod_labels.record(w.key, known if known is not None else w.labels)
 
     def attribution(self, w: Workload) -> Attribution:
         """From the API server's metadata where the pod is known, else from its labels

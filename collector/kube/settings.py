@@ -6,7 +6,7 @@ pod's ``Workload.labels``), through the same resolution (collector/kube/owners.p
 
 Least privilege (read-only RBAC the chart grants when it is on):
   ""     pods, namespaces   get, list, watch
-  apps   replicasets        get, list, watch
+  apps   replicasets, statefulsets, daemonsets  get, list, watch
   batch  jobs               get, list, watch
   resource.k8s.io  resourceclaims, resourceslices  get, list, watch  (DRA, where served)
 """
@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from collector.actions.settings import KubernetesSettings
+from collector.kube.labels import check_pod_labels
 from gpufleet.settings import ConfigError
 
 #: the attributes kubernetes.metric_labels may name (catalogue.WORKLOAD_INFO_LABELS)
@@ -48,9 +49,14 @@ class KubeMetadataSettings:
     #: team, user, owner_kind, owner_name, queue, priority_class; the rest stay empty, so
     #: absent): few, as Mimir refuses series with more than 30 labels
     metric_labels: list[str] = field(default_factory=lambda: ["team", "owner_kind", "owner_name"])
+    #: pod label keys (``app``, ``app.kubernetes.io/name``, ``cost-center``) whose values
+    #: label ``gpufleet_workload_info`` as ``label_<key>`` (collector/kube/labels.py), at
+    #: most 16; never the full label set. From the API server's pod, else the agent's labels
+    pod_labels: list[str] = field(default_factory=list)
     #: pods kept in memory (~1 KiB each); past it new pods are counted and not kept
     max_pods: int = 100_000
-    #: ReplicaSets and Jobs kept (their owner link only); past it counted and not kept
+    #: ReplicaSets, Jobs, StatefulSets and DaemonSets kept (their owner link only); past
+    #: it counted and not kept
     max_owners: int = 100_000
     #: a watch is reopened after this long (the server ends it anyway, typically 5-10 min)
     watch_timeout_seconds: int = 300
@@ -68,6 +74,7 @@ class KubeMetadataSettings:
                 f"kubernetes.backoff_max_seconds ({self.backoff_max_seconds}), "
                 f"got {self.backoff_initial_seconds}"
             )
+        check_pod_labels(self.pod_labels)
         unknown = sorted(set(self.metric_labels) - set(METRIC_LABELS))
         if unknown:
             raise ConfigError(

@@ -1,4 +1,5 @@
-"""One list+watch per resource (pods, namespaces, ReplicaSets, Jobs; ResourceClaims and
+"""One list+watch per resource (pods, namespaces, ReplicaSets, Jobs, StatefulSets,
+DaemonSets; ResourceClaims and
 ResourceSlices where API discovery finds resource.k8s.io v1 or v1beta1) through the
 official ``kubernetes`` client, feeding a MetadataStore.
 
@@ -26,7 +27,15 @@ from kubernetes.watch.watch import iter_resp_lines
 
 from collector.kube.claims import CLAIM, SLICE
 from collector.kube.settings import KubeMetadataSettings
-from collector.kube.store import JOB, NAMESPACE, POD, REPLICASET, MetadataStore
+from collector.kube.store import (
+    DAEMONSET,
+    JOB,
+    NAMESPACE,
+    POD,
+    REPLICASET,
+    STATEFULSET,
+    MetadataStore,
+)
 
 log = logging.getLogger(__name__)
 #: objects per page of a list
@@ -34,6 +43,7 @@ PAGE = 500
 #: (API group, plural) of each resource, for RBAC messages
 GROUPS = {
     POD: "", NAMESPACE: "", REPLICASET: "apps", JOB: "batch",
+    STATEFULSET: "apps", DAEMONSET: "apps",
     CLAIM: "resource.k8s.io", SLICE: "resource.k8s.io",
 }  # fmt: skip
 
@@ -61,6 +71,8 @@ def list_functions(api: k8s.ApiClient) -> dict[str, Callable[..., Any]]:
         NAMESPACE: core.list_namespace,
         REPLICASET: apps.list_replica_set_for_all_namespaces,
         JOB: batch.list_job_for_all_namespaces,
+        STATEFULSET: apps.list_stateful_set_for_all_namespaces,
+        DAEMONSET: apps.list_daemon_set_for_all_namespaces,
     }
 
 

@@ -42,6 +42,7 @@ from collector.metrics.families import family as family
 from collector.metrics.families import filled as filled
 from collector.metrics.fleet_families import (
     DEFAULT_INFO_LABELS,
+    PodLabelValues,
     fleet_families,
     health_families,
     ingest_families,
@@ -178,12 +179,14 @@ class WorkloadExporter(_Families):
         errors: ExportErrors,
         info_labels: Collection[str] = DEFAULT_INFO_LABELS,
         scope: MetricScope | None = None,
+        pod_labels: PodLabelValues | None = None,
     ) -> None:
         """``info_labels``: the attributes gpufleet_workload_info carries
         (kubernetes.metric_labels); ``scope``: a replica's; its per-workload totals come
-        from the leader only."""
+        from the leader only; ``pod_labels``: the pod labels gpufleet_workload_info
+        carries too (kubernetes.pod_labels, as the enricher recorded them)."""
         self._backend, self._clock, self._errors = backend, clock, errors
-        self._info_labels = info_labels
+        self._info_labels, self._pod_labels = info_labels, pod_labels
         self._scope = scope
 
     def families(self) -> list[Family]:
@@ -193,7 +196,7 @@ class WorkloadExporter(_Families):
 
     def _workload_families(self) -> list[Family]:
         totals = self._backend.fleet_totals()
-        return workload_families(totals, self._clock(), self._info_labels)
+        return workload_families(totals, self._clock(), self._info_labels, self._pod_labels)
 
 
 class SelfExporter(_Families):
@@ -219,13 +222,15 @@ def backend_exporters(
     views: Callable[[float], list[GpuView]] | None = None,
     info_labels: Collection[str] = DEFAULT_INFO_LABELS,
     scope: MetricScope | None = None,
+    pod_labels: PodLabelValues | None = None,
 ) -> tuple[FleetExporter, WorkloadExporter, SelfExporter]:
     """The three collectors over one backend, sharing one export-error tally; ``views``
-    and ``scope`` as FleetExporter takes them, ``info_labels`` as WorkloadExporter does."""
+    and ``scope`` as FleetExporter takes them, ``info_labels`` and ``pod_labels`` as
+    WorkloadExporter does."""
     errors = ExportErrors()
     return (
         FleetExporter(backend, clock, errors, views, scope),
-        WorkloadExporter(backend, clock, errors, info_labels, scope),
+        WorkloadExporter(backend, clock, errors, info_labels, scope, pod_labels),
         SelfExporter(backend, errors),
     )
 

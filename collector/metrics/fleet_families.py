@@ -6,9 +6,11 @@ comes from collector/metrics/catalogue.py.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections import defaultdict
 from collections.abc import Collection, Sequence
+from typing import Protocol
 
 from agent.model import primary_rank
 from collector.backend import (
@@ -32,6 +34,7 @@ from collector.records import (
     RecommendationKind,
     WorkloadRef,
 )
+from gpufleet.metric_spec import MetricSpec
 
 #: a workload's counters leave /metrics this long after it last held a GPU
 WORKLOAD_SERIES_TTL_SECONDS = 3600.0
@@ -96,11 +99,25 @@ def primary_workload(workloads: Sequence[WorkloadRef]) -> WorkloadRef | None:
 DEFAULT_INFO_LABELS = ("team", "owner_kind", "owner_name")
 
 
+class PodLabelValues(Protocol):
+    """Each workload's allowlisted pod labels (collector/kube/labels.py PodMetricLabels,
+    ``kubernetes.pod_labels``): label names, and a workload key's values in their order."""
+
+    @property
+    def names(self) -> tuple[str, ...]: ...
+
+    def values(self, workload: str) -> tuple[str, ...]: ...
+
+
 def workload_families(
-    totals: FleetTotals, now: float, info_labels: Collection[str] = DEFAULT_INFO_LABELS
+    totals: FleetTotals,
+    now: float,
+    info_labels: Collection[str] = DEFAULT_INFO_LABELS,
+    pod_labels: PodLabelValues | None = None,
 ) -> list[Family]:
     """Per-workload idle, waste, energy and carbon counters, and the info series naming
-    each workload's owner and team (the attributes in ``info_labels``; others empty).
+    each workload's owner and team (the attributes in ``info_labels``; others empty) and
+    its allowlisted pod labels (``pod_labels``, after the catalogue's labels).
 
     A workload's series go once it has held no GPU for ``WORKLOAD_SERIES_TTL_SECONDS``,
     as kube-state-metrics drops a deleted pod's: every pod or job ever run would otherwise
@@ -131,15 +148,27 @@ def workload_families(
         Family(cat.WORKLOAD_ENERGY, energy),
         Family(cat.WORKLOAD_ESTIMATED_ENERGY, estimated),
         Family(cat.WORKLOAD_CARBON, carbon),
-        Family(cat.WORKLOAD_INFO, workload_info(totals, cutoff, info_labels)),
+        Family(info_spec(pod_labels), workload_info(totals, cutoff, info_labels, pod_labels)),
     ]
 
 
+def info_spec(pod_labels: PodLabelValues | None) -> MetricSpec:
+    """gpufleet_workload_info's row, with the allowlisted pod labels' names after its own."""
+    if pod_labels is None or not pod_labels.names:
+        return cat.WORKLOAD_INFO
+    labels = (*cat.WORKLOAD_INFO.labels, *pod_labels.names)
+    return dataclasses.replace(cat.WORKLOAD_INFO, labels=labels)
+
+
 def workload_info(
-    totals: FleetTotals, cutoff: float, allowed: Collection[str]
+    totals: FleetTotals,
+    cutoff: float,
+    allowed: Collection[str],
+    pod_labels: PodLabelValues | None = None,
 ) -> dict[Labels, float]:
-    """1 per workload seen since ``cutoff``: (namespace, key, *WORKLOAD_INFO_LABELS), the
-    attributes not ``allowed`` empty (Prometheus drops an empty label)."""
+    """1 per workload seen since ``cutoff``: (namespace, key, *WORKLOAD_INFO_LABELS, *pod
+    label values), the attributes not ``allowed`` empty (Prometheus drops an empty label)."""
+    extra = pod_labels.values if pod_labels is not None and pod_labels.names else None
     info: dict[Labels, float] = {}
     for item in totals.energy:
         if item.last_seen < cutoff or not item.workload:
@@ -149,6 +178,8 @@ def workload_info(
         values = {"team": item.team, "user": item.user, "owner_kind": kind, "owner_name": name,
                   "queue": item.queue, "priority_class": item.priority_class}  # fmt: skip
         attrs = tuple(values[k] if k in allowed else "" for k in cat.WORKLOAD_INFO_LABELS)
+        if extra is not None:
+            attrs += extra(item.workload)
         info[(item.namespace, item.workload, *attrs)] = 1.0
     return info
 

@@ -267,6 +267,7 @@ def build_collector(
         views=views,
         exposition=exposition,
         scope=scope,
+        pod_labels=enricher.pod_labels,
     )
     if influx is not None:
         influx.start()

@@ -9,6 +9,7 @@ from kubernetes.config.config_exception import ConfigException
 
 from collector.actions.kubernetes import api_client
 from collector.kube.enrich import WorkloadEnricher, keys_of
+from collector.kube.labels import PodMetricLabels
 from collector.kube.settings import KubeMetadataSettings
 from collector.kube.store import MetadataStore
 from collector.kube.watcher import MetadataWatcher
@@ -18,11 +19,12 @@ log = logging.getLogger("gpufleet.collector")
 
 def start_metadata(
     settings: KubeMetadataSettings,
-) -> tuple[WorkloadEnricher | None, MetadataWatcher | None]:
-    """The enricher reading the started watches, or (None, None) when off or when no API
-    connection can be configured (logged: pods are then attributed from their labels)."""
+) -> tuple[WorkloadEnricher, MetadataWatcher | None]:
+    """The enricher reading the started watches; when off, or when no API connection can
+    be configured (logged), one of the labels the agents send, and no watcher."""
+    keys, labels = keys_of(settings), PodMetricLabels(settings.pod_labels)
     if not settings.enabled:
-        return None, None
+        return WorkloadEnricher(keys, None, labels), None
     try:
         api = api_client(settings.connection())
     except (ConfigException, OSError) as err:
@@ -32,9 +34,8 @@ def start_metadata(
             "a service account; pods are attributed from what the agents send meanwhile",
             err,
         )
-        return None, None
-    keys = keys_of(settings)
-    store = MetadataStore(keys, settings.metric_labels, settings.max_pods, settings.max_owners)
+        return WorkloadEnricher(keys, None, labels), None
+    store = MetadataStore(keys, settings.pod_labels, settings.max_pods, settings.max_owners)
     watcher = MetadataWatcher(api, store, settings)
     watcher.start()
-    return WorkloadEnricher(keys, store), watcher
+    return WorkloadEnricher(keys, store, PodMetricLabels(settings.pod_labels, store)), watcher

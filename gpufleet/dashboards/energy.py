@@ -11,14 +11,24 @@ from gpufleet.dashboards.grafana import Json, Panel, Target, dashboard, query_va
 
 ENERGY_UID = "gpufleet-energy"
 KWH = "3600000"
-ENERGY = 'gpufleet_workload_energy_joules_total{k8s_namespace_name=~"$namespace"}'
-ESTIMATED = 'gpufleet_workload_estimated_energy_joules_total{k8s_namespace_name=~"$namespace"}'
-CARBON = 'gpufleet_workload_carbon_grams_total{k8s_namespace_name=~"$namespace"}'
+#: the workload series the $namespace and $team variables select
+PICKED = 'k8s_namespace_name=~"$namespace", team=~"$team"'
+ENERGY = f"gpufleet_workload_energy_joules_total{{{PICKED}}}"
+ESTIMATED = f"gpufleet_workload_estimated_energy_joules_total{{{PICKED}}}"
+CARBON = f"gpufleet_workload_carbon_grams_total{{{PICKED}}}"
+#: a workload series joined to its owner (gpufleet_workload_info, collector/kube)
+OWNER_JOIN = "* on (workload) group_left (owner_kind, owner_name) gpufleet_workload_info"
 
 
 def namespace_variable(metric: str) -> Json:
     query = f"label_values({metric}, k8s_namespace_name)"
     return query_variable("namespace", "Namespace", query, multi=True)
+
+
+def team_variable(metric: str) -> Json:
+    """The teams of the workloads in the picked namespaces (All matches no team too)."""
+    query = f'label_values({metric}{{k8s_namespace_name=~"$namespace"}}, team)'
+    return query_variable("team", "Team", query, multi=True)
 
 
 def energy_carbon() -> Json:
@@ -29,7 +39,10 @@ def energy_carbon() -> Json:
         "the grid carbon intensity in use per region, and how the energy was measured "
         "(energy counter or estimate from power).",
         [*_by_namespace(), *_top_workloads(), *_measurement()],
-        [namespace_variable("gpufleet_workload_energy_joules_total")],
+        [
+            namespace_variable("gpufleet_workload_energy_joules_total"),
+            team_variable("gpufleet_workload_energy_joules_total"),
+        ],
     )
 
 
@@ -91,33 +104,25 @@ def _by_namespace() -> list[Panel]:
 
 
 def _top_workloads() -> list[Panel]:
-    by = "k8s_namespace_name, workload, team"
+    """Each workload with its team and owner (the top of its owner chain)."""
+    by = "k8s_namespace_name, workload, team, owner_kind, owner_name"
+    energy = f"increase({ENERGY}[$__range]) {OWNER_JOIN}"
+    carbon = f"increase({CARBON}[$__range]) {OWNER_JOIN}"
     return [
         Panel(
             "table",
             "Top workloads by energy",
-            "The 15 workloads that used most GPU energy in the time range.",
+            "The 15 workloads that used most GPU energy in the time range, with their "
+            "team and owner.",
             "kwatth",
-            (
-                Target(
-                    f"topk(15, sum by ({by}) (increase({ENERGY}[$__range])) / {KWH})",
-                    "",
-                    instant=True,
-                ),
-            ),
+            (Target(f"topk(15, sum by ({by}) ({energy}) / {KWH})", "", instant=True),),
         ),
         Panel(
             "table",
             "Top workloads by emissions",
-            "The 15 workloads with most kgCO2e in the time range.",
+            "The 15 workloads with most kgCO2e in the time range, with their team and owner.",
             "masskg",
-            (
-                Target(
-                    f"topk(15, sum by ({by}) (increase({CARBON}[$__range])) / 1000)",
-                    "",
-                    instant=True,
-                ),
-            ),
+            (Target(f"topk(15, sum by ({by}) ({carbon}) / 1000)", "", instant=True),),
         ),
     ]
 

@@ -24,6 +24,9 @@ WORKLOAD_UID = "gpufleet-workload"
 UTILISATION_TARGET = 0.7
 
 WASTE = 'gpufleet_workload_waste_total{currency="$currency"}'
+#: a per-workload table joined to who it belongs to (gpufleet_workload_info, collector/kube):
+#: a workload is listed from the collector's first commit of it on
+WHO_JOIN = "* on (workload) group_left (team, owner_kind, owner_name) gpufleet_workload_info"
 MONEY = {"decimals": 2}
 
 
@@ -174,12 +177,14 @@ def _fleet_trends() -> list[Panel]:
         Panel(
             "table",
             "Workloads holding idle GPUs now",
-            "Allocated-idle GPUs per workload right now. Click a workload for its detail.",
+            "Allocated-idle GPUs per workload right now, with its team and owner. Click a "
+            "workload for its detail.",
             "none",
             (
                 Target(
                     "sort_desc(count by (k8s_namespace_name, workload, model) "
-                    '(gpufleet_gpu_state{state="allocated_idle"} == 1))',
+                    '(gpufleet_gpu_state{state="allocated_idle"} == 1) '
+                    f"{WHO_JOIN})",
                     "",
                     instant=True,
                 ),
@@ -190,13 +195,14 @@ def _fleet_trends() -> list[Panel]:
         Panel(
             "table",
             "Top idle workloads by waste ($currency)",
-            "The ten workloads whose idle GPUs cost most in the dashboard's time range.",
+            "The ten workloads whose idle GPUs cost most in the dashboard's time range, "
+            "with their team and owner.",
             "short",
             (
                 Target(
                     "topk(10, sum by (k8s_namespace_name, workload) "
                     '(increase(gpufleet_workload_waste_total{currency="$currency", '
-                    'workload!=""}[$__range])))',
+                    f'workload!=""}}[$__range])) {WHO_JOIN})',
                     "",
                     instant=True,
                 ),

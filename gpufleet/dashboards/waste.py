@@ -8,19 +8,24 @@ idle GPU-seconds is the average number of idle GPUs.
 
 from __future__ import annotations
 
+from gpufleet.dashboards.energy import team_variable
 from gpufleet.dashboards.fleet import MONEY, WASTE_UID, currency_variable
 from gpufleet.dashboards.grafana import Json, Panel, Target, dashboard, query_variable
 from gpufleet.dashboards.why import why_it_wastes
 
-IDLE = 'gpufleet_workload_idle_gpu_seconds_total{k8s_namespace_name=~"$namespace"}'
-NS_WASTE = 'gpufleet_workload_waste_total{currency="$currency", k8s_namespace_name=~"$namespace"}'
+IDLE_METRIC = "gpufleet_workload_idle_gpu_seconds_total"
+IDLE = 'gpufleet_workload_idle_gpu_seconds_total{k8s_namespace_name=~"$namespace", team=~"$team"}'
+NS_WASTE = (
+    'gpufleet_workload_waste_total{currency="$currency", k8s_namespace_name=~"$namespace", '
+    'team=~"$team"}'
+)
 
 
 def idle_waste() -> Json:
     namespace = query_variable(
         "namespace",
         "Namespace",
-        "label_values(gpufleet_workload_idle_gpu_seconds_total, k8s_namespace_name)",
+        f"label_values({IDLE_METRIC}, k8s_namespace_name)",
         multi=True,
     )
     return dashboard(
@@ -37,8 +42,14 @@ def idle_waste() -> Json:
             *_plans(),
             *why_it_wastes(),
         ],
-        [currency_variable(), namespace],
+        [currency_variable(), namespace, team_variable(IDLE_METRIC), _owner_variable()],
     )
+
+
+def _owner_variable() -> Json:
+    """The owners (top of the owner chain) of the picked namespaces' workloads."""
+    query = 'label_values(gpufleet_workload_info{k8s_namespace_name=~"$namespace"}, owner_name)'
+    return query_variable("owner", "Owner", query, multi=True)
 
 
 def _idle_rate(by: str, legend: str) -> Panel:
@@ -98,7 +109,10 @@ def _idle_tables() -> list[Panel]:
 
 
 #: a workload series joined to its owner (gpufleet_workload_info, collector/kube)
-OWNER_JOIN = "* on (workload) group_left (owner_kind, owner_name) gpufleet_workload_info"
+OWNER_JOIN = (
+    "* on (workload) group_left (owner_kind, owner_name) "
+    'gpufleet_workload_info{owner_name=~"$owner"}'
+)
 
 
 def _owners() -> list[Panel]:

@@ -17,7 +17,9 @@ from tests.fakes.kube_api import TOKEN, FakeKubeApi, recorded_cluster
 
 
 def test_off_by_default_nothing_starts() -> None:
-    assert start_metadata(KubeMetadataSettings()) == (None, None)
+    enricher, watcher = start_metadata(KubeMetadataSettings(pod_labels=["app"]))
+    assert watcher is None and enricher.store is None  # the agents' labels only
+    assert enricher.pod_labels.names == ("label_app",)
 
 
 def test_on_without_any_way_to_reach_the_api_server_says_what_to_set(
@@ -25,7 +27,8 @@ def test_on_without_any_way_to_reach_the_api_server_says_what_to_set(
 ) -> None:
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     with caplog.at_level(logging.ERROR, "gpufleet.collector"):
-        assert start_metadata(KubeMetadataSettings(enabled=True)) == (None, None)
+        enricher, watcher = start_metadata(KubeMetadataSettings(enabled=True))
+        assert watcher is None and enricher.store is None
     (message,) = [r.getMessage() for r in caplog.records]
     assert message.startswith("kubernetes.enabled is set but no API connection can be configured")
     assert "kubernetes.host and token_file, or kubernetes.kubeconfig" in message
@@ -76,6 +79,9 @@ def test_the_readers_counters_reach_metrics(tmp_path: Path) -> None:
         wait_for(lambda: store.counts()["pods"] == 4 and watcher.dra == "v1")
         jobs = next(w for w in watcher.watches if w.resource == "jobs")
         wait_for(lambda: jobs.stats.failures >= 1)
+        # the claims' watch starts after discovery: its first list may still be under way
+        claims = next(w for w in watcher.watches if w.resource == "resourceclaims")
+        wait_for(lambda: claims.stats.lists >= 1)
         families = list(KubeReaderMetrics(store, watcher.watches).collect())
         exported = {
             (s.name, s.labels.get("resource")): s.value for m in families for s in m.samples

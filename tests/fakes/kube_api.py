@@ -1,5 +1,6 @@
 """A local HTTP server speaking the Kubernetes API's list and watch protocol for the
-resources the collector's metadata reader watches (pods, namespaces, ReplicaSets, Jobs).
+resources the collector's metadata reader watches (pods, namespaces, ReplicaSets, Jobs,
+StatefulSets, DaemonSets).
 
 Lists are paginated (``limit``/``continue``) and carry the collection's resourceVersion.
 ``?watch=true&resourceVersion=N&allowWatchBookmarks=true&timeoutSeconds=T`` streams JSON
@@ -32,6 +33,8 @@ PATHS = {
     "/api/v1/namespaces": ("namespaces", "NamespaceList", "v1"),
     "/apis/apps/v1/replicasets": ("replicasets", "ReplicaSetList", "apps/v1"),
     "/apis/batch/v1/jobs": ("jobs", "JobList", "batch/v1"),
+    "/apis/apps/v1/statefulsets": ("statefulsets", "StatefulSetList", "apps/v1"),
+    "/apis/apps/v1/daemonsets": ("daemonsets", "DaemonSetList", "apps/v1"),
 }
 DRA_GROUP = "resource.k8s.io"
 

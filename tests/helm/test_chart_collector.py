@@ -230,6 +230,8 @@ METADATA_RBAC = {
     "pods": {"get", "list", "watch"},
     "namespaces": {"get", "list", "watch"},
     "replicasets": {"get", "list", "watch"},
+    "statefulsets": {"get", "list", "watch"},
+    "daemonsets": {"get", "list", "watch"},
     "jobs": {"get", "list", "watch"},
     "resourceclaims": {"get", "list", "watch"},
     "resourceslices": {"get", "list", "watch"},

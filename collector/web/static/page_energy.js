@@ -1,4 +1,4 @@
-// Energy and carbon by namespace and team (and the unallocated rest), over a window.
+// Energy and carbon by namespace, team and owner (and the unallocated rest), over a window.
 import { getJSON, query } from "./api.js";
 import { barChart } from "./charts.js";
 import { h, kpi } from "./dom.js";
@@ -41,7 +41,7 @@ function groupTable(rows, id, cur, total) {
   const u = (field) => (r) => r.usage[field];
   return dataTable({
     id, sort: { key: "kwh", dir: "desc" },
-    columns: [{ key: "name", label: t(id === "namespace" ? "col.namespace" : "col.team"), value: (r) => r.name },
+    columns: [{ key: "name", label: t(`col.${id}`), value: (r) => r.name },
       { key: "kwh", label: `${t("col.energy")} (kWh)`, num: true, value: (r) => r.usage.energy_joules / 3.6e6 },
       { key: "share", label: t("col.share"), num: true, value: (r) => (total ? r.usage.energy_joules / total : 0) },
       { key: "kg", label: `${t("col.carbon")} (kgCO2e)`, num: true, value: (r) => r.usage.carbon_grams / 1000 },
@@ -102,6 +102,7 @@ export async function render({ summary, params }) {
   const other = rest(total, answer.workloads);
   const namespaces = [...group(answer.workloads, "namespace"), other].sort((a, b) => b.usage.energy_joules - a.usage.energy_joules);
   const teams = [...group(answer.workloads, "team"), other].sort((a, b) => b.usage.energy_joules - a.usage.energy_joules);
+  const owners = [...group(answer.workloads, "owner"), other].sort((a, b) => b.usage.energy_joules - a.usage.energy_joules);
   const bars = namespaces.map((r) => ({ label: r.name, value: r.usage.energy_joules, text: f.kwh(r.usage.energy_joules) + " kWh", muted: r.muted }));
   return h("div", { class: "page" },
     h("div", { class: "title-row" }, h("h1", {}, t("en.title")), picker(name)),
@@ -114,5 +115,6 @@ export async function render({ summary, params }) {
     // one under the other: side by side at 1280 px they cut the idle-cost column
     h("section", {}, h("h2", {}, t("en.by_namespace")), groupTable(namespaces, "namespace", cur, total.energy_joules)),
     h("section", {}, h("h2", {}, t("en.by_team")), groupTable(teams, "team", cur, total.energy_joules)),
+    h("section", {}, h("h2", {}, t("en.by_owner")), groupTable(owners, "owner", cur, total.energy_joules)),
     h("h2", {}, t("en.workloads")), workloadTable(answer.workloads, cur));
 }

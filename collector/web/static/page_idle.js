@@ -24,12 +24,19 @@ function teams(gpu) {
   return named.length ? named.join(", ") : "—";
 }
 
+// the owners (top of each holder's owner chain: Deployment/ml/x, User/alice) of a GPU
+function owners(gpu) {
+  const named = [...new Set(gpu.workloads.map((w) => w.owner).filter(Boolean))];
+  return named.length ? named.join(", ") : "—";
+}
+
 function row(gpu, used, now) {
   return h("tr", { "data-uuid": gpu.uuid, "data-state": gpu.state },
     h("td", { class: "nw", translate: "no" }, f.gpuLabel(gpu)),
     h("td", { translate: "no" }, gpu.model),
     h("td", { "data-col": "holder", class: "holder" }, holder(gpu)),
     h("td", { "data-col": "team", translate: "no" }, teams(gpu)),
+    h("td", { "data-col": "owner", translate: "no" }, owners(gpu)),
     h("td", { class: "nw" }, gpu.idle_since === null ? "—" : f.stamp(gpu.idle_since)),
     h("td", { class: "num" }, gpu.idle_since === null ? "—" : f.duration(now - gpu.idle_since)),
     h("td", { class: "num", "data-col": "price" }, f.money(used.price_per_hour)),
@@ -51,6 +58,7 @@ function idleSpec(id, cur, used, now) {
       { key: "model", label: t("col.model"), value: (g) => g.model },
       { key: "holder", label: t("col.holder"), value: holders },
       { key: "team", label: t("col.team_user"), value: teams },
+      { key: "owner", label: t("col.owner"), value: owners },
       { key: "since", label: t("col.idle_since"), value: (g) => g.idle_since },
       { key: "for", label: t("col.idle_for"), num: true, value: idleFor },
       { key: "price", label: `${t("col.cost_hour")} (${cur})`, num: true, value: (g) => used(g).price_per_hour },
@@ -64,7 +72,7 @@ function idleSpec(id, cur, used, now) {
       { key: "model", label: t("col.model"), value: (g) => g.model },
       { key: "team", label: t("col.team"), value: firstTeam },
     ],
-    search: (g) => [g.node, holders(g), teams(g), g.model].join(" "),
+    search: (g) => [g.node, holders(g), teams(g), owners(g), g.model].join(" "),
     empty: t("idle.none"),
   };
 }

@@ -34,7 +34,7 @@ def reader_settings(fake: FakeKubeApi, tmp_path: Path, **overrides: Any) -> Kube
 @contextmanager
 def running(settings: KubeMetadataSettings) -> Iterator[MetadataWatcher]:
     store = MetadataStore(
-        keys_of(settings), settings.metric_labels, settings.max_pods, settings.max_owners
+        keys_of(settings), settings.pod_labels, settings.max_pods, settings.max_owners
     )
     watcher = MetadataWatcher(api_client(settings.connection()), store, settings)
     watcher.start()

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from collector.kube.store import JOB, NAMESPACE, POD, REPLICASET
+from collector.kube.store import DAEMONSET, JOB, NAMESPACE, POD, REPLICASET, STATEFULSET
 from tests.collector.kube.rig import reader_settings, running, wait_for
 from tests.fakes.kube_api import FakeKubeApi, recorded_cluster
 
-ALL = {POD: 6, NAMESPACE: 3, REPLICASET: 1, JOB: 1}
+ALL = {POD: 6, NAMESPACE: 3, REPLICASET: 1, JOB: 1, STATEFULSET: 1, DAEMONSET: 1}
 
 
 @pytest.fixture
@@ -47,7 +47,10 @@ def test_owner_chains_teams_and_users_from_the_recorded_cluster(
         assert cron is not None and cron.owner == "CronJob/ml/nightly-eval"
         assert cron.team == "eval"  # the pod's own label wins over the namespace's
         notebook = store.attribution("kubeflow-alice", "gpu-notebook-0")
-        assert notebook is not None and notebook.owner == "StatefulSet/kubeflow-alice/gpu-notebook"
+        assert notebook is not None and notebook.chain == (
+            ("StatefulSet", "gpu-notebook"), ("Notebook", "gpu-notebook")
+        )  # through the watched StatefulSet's ownerReference  # fmt: skip
+        assert notebook.owner == "Notebook/kubeflow-alice/gpu-notebook"
         assert (notebook.team, notebook.user) == ("kubeflow-profile", "alice@example.com")
         ray = store.attribution("ml", "raycluster-kuberay-head-7xwz9")
         assert ray is not None and (ray.owner, ray.team) == (
@@ -179,3 +182,29 @@ def test_lists_are_read_in_pages(
         wait_for(lambda: watcher.store.counts() == ALL)
     pages = fake.lists(POD)
     assert [p.query.get("continue") for p in pages[:2]] == [None, "4"]
+
+
+def test_a_daemonset_pod_is_owned_through_the_watched_daemonset(
+    fake: FakeKubeApi, tmp_path: Path
+) -> None:
+    """A GPU operator DaemonSet's pod: ClusterPolicy -> DaemonSet -> pod, the DaemonSet's
+    ownerReference read from its own watch (the recorded object)."""
+    with running(reader_settings(fake, tmp_path)) as watcher:
+        store = watcher.store
+        wait_for(lambda: store.counts() == ALL)
+        pod = copy.deepcopy(recorded_cluster()["pods"][-1])
+        pod["metadata"].update(name="nvidia-dcgm-exporter-x7k2p", namespace="gpu-operator",
+                               ownerReferences=[{"apiVersion": "apps/v1", "kind": "DaemonSet",
+                                                 "name": "nvidia-dcgm-exporter", "controller":
+                                                 True}])  # fmt: skip
+        fake.put(POD, pod)
+        wait_for(lambda: store.attribution("gpu-operator", "nvidia-dcgm-exporter-x7k2p"))
+        found = store.attribution("gpu-operator", "nvidia-dcgm-exporter-x7k2p")
+        assert found is not None
+        assert found.chain == (
+            ("DaemonSet", "nvidia-dcgm-exporter"), ("ClusterPolicy", "cluster-policy")
+        )  # fmt: skip
+        fake.delete(DAEMONSET, "gpu-operator", "nvidia-dcgm-exporter")
+        wait_for(lambda: store.counts()[DAEMONSET] == 0)
+        found = store.attribution("gpu-operator", "nvidia-dcgm-exporter-x7k2p")
+        assert found is not None and found.owner == "DaemonSet/gpu-operator/nvidia-dcgm-exporter"

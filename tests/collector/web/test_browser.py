@@ -164,12 +164,16 @@ def test_idle_page_lists_the_idle_gpus_with_holder_price_and_energy(
         assert fleet["now"] - idle[uuid]["idle_since"] < 60
     for uuid in listed:
         assert idle[uuid]["idle_since"] is None or fleet["now"] - idle[uuid]["idle_since"] >= 60
+    owned = 0
     for i in range(rows.count()):  # text_content: the short ones sit in a closed <details>
         row = rows.nth(i)
         gpu = idle[row.get_attribute("data-uuid")]
         team = ", ".join(" · ".join(x for x in (w["team"], w["user"]) if x)
                          for w in gpu["workloads"] if w["team"] or w["user"]) or "—"  # fmt: skip
         assert row.locator("[data-col='team']").text_content() == team
+        owners = list(dict.fromkeys(w["owner"] for w in gpu["workloads"] if w["owner"]))
+        assert row.locator("[data-col='owner']").text_content() == (", ".join(owners) or "—")
+        owned += bool(owners)
         holders = [w["key"] for w in gpu["workloads"]] or ["(unallocated)"]
         assert row.locator("[data-col='holder']").text_content() == ", ".join(holders)
         assert shown(row.locator("[data-col='price']").text_content(),
@@ -177,6 +181,7 @@ def test_idle_page_lists_the_idle_gpus_with_holder_price_and_energy(
         idle_kwh = usage[gpu["uuid"]]["usage"]["idle_energy_joules"] / 3.6e6
         assert shown(row.locator("[data-col='idle-energy']").text_content(), idle_kwh, 2)
         assert shown(row.locator("[data-col='power']").text_content(), gpu["power_watts"], 0)
+    assert owned > 0  # the demo's held idle GPUs name their owners
 
 
 def test_workload_page_charts_hold_the_series_the_api_answers(tab: Tab, demo: RunningDemo) -> None:
@@ -225,6 +230,22 @@ def test_energy_page_by_namespace_equals_the_api(tab: Tab, demo: RunningDemo) ->
     rows = page.locator("[data-table='namespace'] tbody tr")
     shown_rows = {rows.nth(i).get_attribute("data-group"): rows.nth(i) for i in range(rows.count())}
     assert set(shown_rows) == set(expected)
+    for name, joules in expected.items():
+        assert shown(shown_rows[name].locator("[data-col='kwh']").inner_text(), joules / 3.6e6, 2)
+
+
+def test_energy_page_by_owner_equals_the_api(tab: Tab, demo: RunningDemo) -> None:
+    page = tab.open("/ui/energy")
+    now = api(demo, "/v1/fleet")["now"]
+    workloads = api(demo, "/v1/workloads", **today(now))["workloads"]
+    expected: dict[str, float] = {}
+    for w in workloads:
+        owner = w["owner"] or "(none)"
+        expected[owner] = expected.get(owner, 0.0) + w["usage"]["energy_joules"]
+    assert len(expected) > 1 and "(none)" not in expected  # the demo's pods and jobs: owned
+    rows = page.locator("[data-table='owner'] tbody tr")
+    shown_rows = {rows.nth(i).get_attribute("data-group"): rows.nth(i) for i in range(rows.count())}
+    assert set(shown_rows) == {*expected, "(unallocated)"}
     for name, joules in expected.items():
         assert shown(shown_rows[name].locator("[data-col='kwh']").inner_text(), joules / 3.6e6, 2)
 
