@@ -72,6 +72,19 @@ _SLURM_DONE = frozenset(
 _JOB_STATE = re.compile(r"(?:^|\s)JobState=(\S+)")
 
 
+def run_slurm(
+    argv: list[str], settings: SlurmSettings, what: str
+) -> subprocess.CompletedProcess[str]:
+    """A Slurm command (``scancel``, ``scontrol``) within ``settings.timeout_seconds``, its
+    output captured; one that cannot start or times out is an ExecutorError naming ``what``."""
+    try:
+        return subprocess.run(
+            argv, capture_output=True, text=True, timeout=settings.timeout_seconds, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise ExecutorError(f"{what}: {type(err).__name__}: {err}") from err
+
+
 class SlurmExecutor:
     """``scancel [--signal=SIG] [<reason_option> REASON] JOBID`` via ``scancel_path``.
 
@@ -97,13 +110,7 @@ class SlurmExecutor:
         return match.group(1)
 
     def _run(self, argv: list[str], what: str) -> subprocess.CompletedProcess[str]:
-        try:
-            return subprocess.run(
-                argv, capture_output=True, text=True,
-                timeout=self.settings.timeout_seconds, check=False,
-            )  # fmt: skip
-        except (OSError, subprocess.TimeoutExpired) as err:
-            raise ExecutorError(f"{what}: {type(err).__name__}: {err}") from err
+        return run_slurm(argv, self.settings, what)
 
     def argv(self, target: Target, reason: str) -> list[str]:
         s = self.settings

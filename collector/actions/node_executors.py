@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from collector.actions.executors import ExecutorError
+from collector.actions.executors import ExecutorError, run_slurm
 from collector.actions.settings import SlurmSettings
 
 #: the annotation a cordon leaves on the node: why gpufleet took it out
@@ -150,10 +150,4 @@ class SlurmDrain:
         return seen.action
 
     def _run(self, argv: list[str]) -> subprocess.CompletedProcess[str]:
-        try:
-            return subprocess.run(
-                argv, capture_output=True, text=True,
-                timeout=self.settings.timeout_seconds, check=False,
-            )  # fmt: skip
-        except (OSError, subprocess.TimeoutExpired) as err:
-            raise ExecutorError(f"scontrol: {type(err).__name__}: {err}") from err
+        return run_slurm(argv, self.settings, "scontrol")
