@@ -44,18 +44,42 @@ class Backlog(NamedTuple):
     oldest_received_at: float | None
 
 
-class AcceptedBatches:
-    """The log and the book behind one lock, for one ``Ledger``."""
+class PendingBook:
+    """What either intake (this batch log, or PostgreSQL's table: pg_intake.py) keeps of
+    its pending batches in memory, behind its one lock: which are quarantined and wait to
+    be marked done by the next commit, and the backlog's size and age."""
 
-    def __init__(self, log: BatchLog, book: AckBook) -> None:
-        self.log, self.book = log, book
+    def __init__(self) -> None:
         self._lock = threading.Lock()
-        #: segments deleted since the last commit: their ``intake_done`` rows go with it
-        self._forgotten: list[int] = []
         #: quarantined batches, marked done by the next commit
         self._set_aside: list[int] = []
         #: pending batch id -> (received_at, bytes), in id order (oldest first)
         self._backlog: dict[int, tuple[float, int]] = {}
+
+    def set_aside(self, batch_id: int) -> None:
+        """Mark a quarantined batch done in the next commit (it is never applied)."""
+        with self._lock:
+            self._set_aside.append(batch_id)
+
+    def has_set_aside(self) -> bool:
+        with self._lock:
+            return bool(self._set_aside)
+
+    def backlog(self) -> Backlog:
+        with self._lock:
+            oldest = next(iter(self._backlog.values()), None)
+            size = sum(n for _, n in self._backlog.values())
+            return Backlog(len(self._backlog), size, oldest[0] if oldest else None)
+
+
+class AcceptedBatches(PendingBook):
+    """The log and the book behind one lock, for one ``Ledger``."""
+
+    def __init__(self, log: BatchLog, book: AckBook) -> None:
+        super().__init__()
+        self.log, self.book = log, book
+        #: segments deleted since the last commit: their ``intake_done`` rows go with it
+        self._forgotten: list[int] = []
 
     @classmethod
     def open(
@@ -151,21 +175,6 @@ class AcceptedBatches:
                 LoggedBatch(r.batch_id, r.entry._replace(body=batch_json(r.entry.body)))
                 for r in self.log.pending()
             ]
-
-    def set_aside(self, batch_id: int) -> None:
-        """Mark a quarantined batch done in the next commit (it is never applied)."""
-        with self._lock:
-            self._set_aside.append(batch_id)
-
-    def has_set_aside(self) -> bool:
-        with self._lock:
-            return bool(self._set_aside)
-
-    def backlog(self) -> Backlog:
-        with self._lock:
-            oldest = next(iter(self._backlog.values()), None)
-            size = sum(n for _, n in self._backlog.values())
-            return Backlog(len(self._backlog), size, oldest[0] if oldest else None)
 
     def save(self, conn: Connection, batches_done: Sequence[int]) -> Saved:
         """Write the acks changed since the last commit and ``batches_done`` in ``conn``'s

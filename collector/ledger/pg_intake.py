@@ -23,7 +23,6 @@ A quarantined batch stays in the table, ``quarantined`` set, for an operator to 
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
@@ -31,7 +30,7 @@ from typing import Any
 import psycopg
 
 from collector.cluster.shards import shard_of
-from collector.ledger.accepted import Backlog, Saved
+from collector.ledger.accepted import PendingBook, Saved
 from collector.ledger.ack_book import AckBook
 from collector.ledger.batch_log import BatchRecord, LoggedBatch
 from collector.ledger.records import batch_json
@@ -72,19 +71,16 @@ _JOIN = (
 )
 
 
-class PgIntake:
+class PgIntake(PendingBook):
     corrupt_records = 0  # a table has no damaged records to skip
 
     def __init__(self, transaction: Transaction, book: AckBook, shard_count: int) -> None:
+        super().__init__()
         self._transaction, self.book = transaction, book
         self.shard_count = shard_count
-        self._lock = threading.Lock()
-        self._set_aside: list[int] = []
         #: (node, boot, seq, received_at) acknowledged here since the last commit
         self._new_acks: list[tuple[str, str, int, float]] = []
         self._saving: list[tuple[str, str, int, float]] = []  # those of the commit under way
-        #: pending batch id -> (received_at, bytes), in id order (oldest first)
-        self._backlog: dict[int, tuple[float, int]] = {}
 
     @classmethod
     def open(cls, transaction: Transaction, shard_count: int) -> PgIntake:
@@ -169,20 +165,6 @@ class PgIntake:
             for bid, node, boot, seq, at, count, body in rows
             if bid not in aside
         ]
-
-    def set_aside(self, batch_id: int) -> None:
-        with self._lock:
-            self._set_aside.append(batch_id)
-
-    def has_set_aside(self) -> bool:
-        with self._lock:
-            return bool(self._set_aside)
-
-    def backlog(self) -> Backlog:
-        with self._lock:
-            oldest = next(iter(self._backlog.values()), None)
-            size = sum(n for _, n in self._backlog.values())
-            return Backlog(len(self._backlog), size, oldest[0] if oldest else None)
 
     def save(self, conn: Connection, batches_done: Sequence[int]) -> Saved:
         """In the commit's transaction: the applied batches' acks saved and the batches
