@@ -47,7 +47,15 @@ def health_of(present: GpuHealth | None, s: GpuSample) -> GpuHealth | None:
     if temp is None and memory is None and reasons is None and ecc is None and pending is None:
         return None
     held = reasons & THROTTLE_MASK if reasons else 0
-    by = tuple(name for bit, name in _HELD_BACK.items() if held & bit) if held else ()
+    if (
+        not held
+        and not ecc
+        and not pending
+        and (temp is None or temp < HOT_CELSIUS)
+        and (memory is None or memory < MEMORY_HOT_CELSIUS)
+    ):  # the usual case, built without the problems' list (a new temperature each batch)
+        return GpuHealth(temp, memory, reasons, (), ecc, pending, ())
+    by = tuple(name for bit, name in _HELD_BACK.items() if held & bit)
     problems = [
         HealthProblem.ECC if (ecc or 0) > 0 or pending else None,
         HealthProblem.THROTTLED if held else None,

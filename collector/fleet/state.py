@@ -339,7 +339,7 @@ class TrackedGpu:
             price_fraction=self.price_fraction,
             holders_idle_since=self._holders_idle_since(reading, state, rules),
             health=self.health,
-            xids=recent_xids(self.xids, now, offset_seconds),
+            xids=recent_xids(self.xids, now, offset_seconds) if self.xids else (),
         )
 
     def _holders_idle_since(
