@@ -259,6 +259,41 @@ class DuplicateGpu:
     batches_refused: int
 
 
+class HealthProblem(enum.StrEnum):
+    """Why a GPU's tile wears a health badge (collector/fleet/health.py decides)."""
+
+    FELL_OFF_BUS = "fell_off_bus"  # XID 79 within the recent window
+    XID = "xid"  # another hardware XID (analysis/verdicts.py HARDWARE_XIDS) within it
+    ECC = "ecc"  # uncorrected ECC errors since driver load, or remapped rows pending
+    THROTTLED = "throttled"  # a power or thermal clocks-event reason (verdicts.THROTTLE_MASK)
+    HOT = "hot"  # the GPU's temperature at or above its threshold
+    MEMORY_HOT = "memory_hot"  # the memory's temperature at or above its threshold
+
+
+class GpuHealth(msgspec.Struct, frozen=True, gc=False):
+    """A GPU's health facts from its newest sample (None: the GPU could not say); one
+    object per GPU, replaced only when a fact changes (collector/fleet/health.py)."""
+
+    temperature_celsius: float | None = None
+    memory_temperature_celsius: float | None = None
+    #: NVML clocks-event reasons bitmask (agent/model.py THROTTLE_REASONS)
+    throttle_reasons: int | None = None
+    #: the power and thermal reasons of ``throttle_reasons``, by THROTTLE_REASONS name
+    throttled_by: tuple[str, ...] = ()
+    #: volatile uncorrected ECC errors since driver load
+    ecc_uncorrected_total: int | None = None
+    remapped_rows_pending: bool | None = None
+    #: what of these facts is a problem, in the enum's order
+    problems: tuple[HealthProblem, ...] = ()
+
+
+class XidSeen(msgspec.Struct, frozen=True, gc=False):
+    """An XID code a GPU reported within the recent window, last at ``last_seen``."""
+
+    code: int
+    last_seen: float
+
+
 class GpuView(msgspec.Struct, frozen=True, gc=False):
     """One GPU (or MIG instance) as the fleet sees it now; built by fleet.py, read by
     recommend.py, the API and the exporter.
@@ -298,6 +333,12 @@ class GpuView(msgspec.Struct, frozen=True, gc=False):
     #: a shared GPU: the holders idle on their own now (their SM share below the idle
     #: threshold, the GPU busy or not), and since when, by workload key
     holders_idle_since: dict[str, float] = msgspec.field(default_factory=dict)
+    #: the newest sample's health facts; None before any sample said one
+    health: GpuHealth | None = None
+    #: the XIDs seen within the recent window (health.XID_RECENT_SECONDS), newest first
+    recent_xids: tuple[XidSeen, ...] = ()
+    #: the problems now: the recent XIDs' and the facts'; empty when none
+    problems: tuple[HealthProblem, ...] = ()
 
     def idle_seconds(self, now: float) -> float:
         return 0.0 if self.idle_since is None else max(0.0, now - self.idle_since)

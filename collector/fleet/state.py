@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from agent.model import GpuInfo, GpuSample
 from collector.analysis.energy import interval_energy
 from collector.analysis.idle import classify_activity
+from collector.fleet.health import health_of, recent_xids, saw_xids
 from collector.fleet.holder_idle import HolderIdle
 from collector.fleet.idle_run import IdleRun
 from collector.fleet.ordering import Backfill, window_ready
@@ -30,6 +31,7 @@ from collector.records import (
     IDLE,
     UNKNOWN,
     Activity,
+    GpuHealth,
     GpuState,
     GpuView,
     IdleEpisode,
@@ -84,6 +86,10 @@ class TrackedGpu:
     max_power_watts: float = math.inf
     #: a shared GPU's holders idle on their own, and since when (applied readings)
     holder_idle: HolderIdle = field(default_factory=HolderIdle)
+    #: the newest sample's health facts and each recent XID's last sighting (node clock;
+    #: None: none), per GPU, not per reading (collector/fleet/health.py)
+    health: GpuHealth | None = None
+    xids: dict[int, float] | None = None
 
     @property
     def applied_until(self) -> float:
@@ -109,6 +115,7 @@ class TrackedGpu:
         queue = self._buffer
         run = self._run if self._run is not None and self._run.rules == rules else None
         accepted, batch_newest = 0, -math.inf
+        newest_sample = None
         for sample in samples:
             ts = sample.timestamp
             if ts <= applied:
@@ -116,6 +123,8 @@ class TrackedGpu:
             if sample.dram_activity is not None:
                 self.dram_seen = True
             reading = self.reading(sample)
+            if sample.xid_errors:
+                self.xids = saw_xids(self.xids, sample.xid_errors, ts)
             if not queue or ts >= queue[-1].timestamp:
                 queue.append(reading)  # the usual case: samples arrive in order
                 if run is None or run.dram_seen != self.dram_seen:
@@ -126,12 +135,14 @@ class TrackedGpu:
                 bisect.insort_right(queue, reading, key=_timestamp)
                 run = None  # out of order: the view rebuilds the run
             if ts > newest_ts:
-                newest_ts, newest = ts, reading
+                newest_ts, newest, newest_sample = ts, reading, sample
             if ts > batch_newest:
                 batch_newest = ts
             accepted += 1
         self.newest = newest
         self._run = run
+        if newest_sample is not None:
+            self.health = health_of(self.health, newest_sample)
         if accepted and arrived_at is not None:
             self.arrived_at = max(arrived_at, self.arrived_at or -math.inf)
         return accepted, batch_newest
@@ -327,6 +338,8 @@ class TrackedGpu:
             offset_seconds=offset_seconds,
             price_fraction=self.price_fraction,
             holders_idle_since=self._holders_idle_since(reading, state, rules),
+            health=self.health,
+            xids=recent_xids(self.xids, now, offset_seconds) if self.xids else (),
         )
 
     def _holders_idle_since(

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from agent.model import GpuInfo
+from collector.fleet.health import problems_of
 from collector.fleet.readings import Reading
-from collector.records import GpuState, GpuView
+from collector.records import GpuHealth, GpuState, GpuView, XidSeen
 
 
 def view_of(
@@ -17,10 +18,13 @@ def view_of(
     offset_seconds: float = 0.0,
     price_fraction: float = 1.0,
     holders_idle_since: dict[str, float] | None = None,
+    health: GpuHealth | None = None,
+    xids: tuple[XidSeen, ...] = (),
 ) -> GpuView:
     """The view of a GPU in ``state`` whose newest reading is ``r`` (None: never read);
     memory total falls back to the GPU's identity when the reading lacks it. Times are
-    moved from the node's clock (``offset_seconds`` ahead) to the collector's."""
+    moved from the node's clock (``offset_seconds`` ahead) to the collector's; ``health``
+    and ``xids`` are the GPU's (collector/fleet/health.py), the XIDs' times moved already."""
     return GpuView(
         uuid=info.uuid,
         node=node,
@@ -46,6 +50,9 @@ def view_of(
         holders_idle_since={
             key: start - offset_seconds for key, start in (holders_idle_since or {}).items()
         },
+        health=health,
+        recent_xids=xids,
+        problems=problems_of(health, xids),
     )
 
 

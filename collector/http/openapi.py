@@ -34,7 +34,13 @@ from collector.read_answers import (
     GpuUsageResponse,
     TrendResponse,
 )
-from collector.records import GpuState, Recommendation, RecommendationKind, RecommendationStatus
+from collector.records import (
+    GpuState,
+    HealthProblem,
+    Recommendation,
+    RecommendationKind,
+    RecommendationStatus,
+)
 from collector.savings_report import SavingsReport
 
 _SCHEMA_TYPES: tuple[Any, ...] = (
@@ -141,7 +147,9 @@ def _gpu_filters() -> tuple[tuple[str, str, str], ...]:
         ("team", "Teams of a workload holding the GPU", "vision"),
         ("model", "GPU models", "H100"),
         ("workload", "Keys of a workload holding the GPU", "pod:ml/notebook-7"),
-    )
+        ("health", "problem (any health problem, or unhealthy), ok, or problems: "
+         f"{', '.join(HealthProblem)}", "problem"),
+    )  # fmt: skip
 
 
 def _operation(

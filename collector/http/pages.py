@@ -41,16 +41,28 @@ class GpuFilter:
     models: frozenset[str] = frozenset()
     #: workload keys holding the GPU ("pod:ml/notebook-7")
     workloads: frozenset[str] = frozenset()
+    #: "problem" (any HealthProblem, or unhealthy), "ok" (neither), or HealthProblem values
+    health: frozenset[str] = frozenset()
 
     def matches(self, view: GpuView) -> bool:
         return (
             (not self.states or view.state.value in self.states)
+            and (not self.health or _health_matches(self.health, view))
             and (not self.nodes or view.node in self.nodes)
             and (not self.models or view.model in self.models)
             and (not self.namespaces or any(w.namespace in self.namespaces for w in view.workloads))
             and (not self.teams or any(w.team in self.teams for w in view.workloads))
             and (not self.workloads or any(w.key in self.workloads for w in view.workloads))
         )
+
+
+def _health_matches(wanted: frozenset[str], view: GpuView) -> bool:
+    problem = bool(view.problems) or not view.healthy
+    return (
+        ("problem" in wanted and problem)
+        or ("ok" in wanted and not problem)
+        or any(p in wanted for p in view.problems)
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,13 +20,21 @@ from collector.http.pages import (
     RecommendationFilter,
     decode_cursor,
 )
-from collector.records import OPEN_STATUSES, GpuState, RecommendationKind, RecommendationStatus
+from collector.records import (
+    OPEN_STATUSES,
+    GpuState,
+    HealthProblem,
+    RecommendationKind,
+    RecommendationStatus,
+)
 
 DAY_SECONDS = 24 * 3600.0
 #: the most items one page may hold
 MAX_LIMIT = 1000
 #: the parameters that make /v1/fleet and /v1/gpus/usage answer a filtered page
-GPU_FILTERS = ("state", "node", "namespace", "team", "model", "workload")
+GPU_FILTERS = ("state", "node", "namespace", "team", "model", "workload", "health")
+#: what ``health`` may name beside the HealthProblem values
+HEALTH_CHOICES = ("problem", "ok")
 PAGING = ("limit", "cursor")
 #: the parameters that make /v1/recommendations answer a filtered page
 RECOMMENDATION_FILTERS = ("kind", "namespace", "team", "node")
@@ -87,8 +95,8 @@ def parse_statuses(text: str | None) -> tuple[RecommendationStatus, ...]:
 
 
 def parse_gpu_filter(params: Any) -> GpuFilter:
-    """``state``, ``node``, ``namespace``, ``team``, ``model``, ``workload`` (keys): each a
-    comma-separated list."""
+    """``state``, ``node``, ``namespace``, ``team``, ``model``, ``workload`` (keys),
+    ``health`` (problem, ok or HealthProblem values): each a comma-separated list."""
     return GpuFilter(
         states=_choices(params, "state", GpuState),
         nodes=_values(params, "node"),
@@ -96,7 +104,16 @@ def parse_gpu_filter(params: Any) -> GpuFilter:
         teams=_values(params, "team"),
         models=_values(params, "model"),
         workloads=_values(params, "workload"),
+        health=_health(params),
     )
+
+
+def _health(params: Any) -> frozenset[str]:
+    values = _values(params, "health")
+    known = {*HEALTH_CHOICES, *(p.value for p in HealthProblem)}
+    for value in sorted(values - known):
+        raise QueryError(f"health: {value!r} is not one of {', '.join(sorted(known))}", "health")
+    return values
 
 
 def parse_recommendation_filter(params: Any) -> RecommendationFilter:

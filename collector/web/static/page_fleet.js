@@ -4,6 +4,7 @@ import { getJSON, query } from "./api.js";
 import { lineChart, rangeOf, rangePicker, stackBar } from "./charts.js";
 import { h, kpi } from "./dom.js";
 import * as f from "./format.js";
+import { healthBadges, healthWords, nodeHealth } from "./health.js";
 import { t } from "./i18n.js";
 import { dataTable } from "./table.js";
 
@@ -54,8 +55,9 @@ function tile(gpu) {
   const tip = [f.gpuLabel(gpu), gpu.name, t("state." + gpu.state),
     holders.length ? t("fleet.holder", { who: holders.join(", ") }) : t("fleet.free"),
     "SM " + f.pct(gpu.sm_activity), t("fleet.memory", { m: memory ?? "—" }), f.watts(gpu.power_watts) + " W",
-    gpu.healthy === false ? t("fleet.unhealthy") : t("fleet.healthy")].join(" · ");
-  const attrs = { class: `tile state-${gpu.state}${gpu.healthy === false ? " sick" : ""}`, title: tip,
+    gpu.healthy === false ? t("fleet.unhealthy") : t("fleet.healthy"), ...healthWords(gpu)].join(" · ");
+  const ailing = (gpu.problems || []).length ? " ailing" : "";
+  const attrs = { class: `tile state-${gpu.state}${gpu.healthy === false ? " sick" : ""}${ailing}`, title: tip,
     "aria-label": tip, "data-uuid": gpu.uuid, "data-state": gpu.state };
   const bar = gpu.sm_activity == null ? 0 : Math.round(Math.min(1, gpu.sm_activity) * 100);
   const memoryShare = gpu.memory_used_bytes == null || !gpu.memory_total_bytes ? null
@@ -63,7 +65,7 @@ function tile(gpu) {
   const inner = [h("span", { class: "tile-index", translate: "no" }, gpu.mig_profile || String(gpu.index),
     gpu.healthy === false ? h("span", { class: "tile-warn", "data-health": "bad" }, "!") : null),
     h("span", { class: "tile-sm" }, gpu.state === "unknown" ? "?" : f.pct(gpu.sm_activity)),
-    smBar(bar, "sm"), memoryShare === null ? null : smBar(memoryShare, "mem")];
+    smBar(bar, "sm"), memoryShare === null ? null : smBar(memoryShare, "mem"), healthBadges(gpu)];
   // an unallocated GPU opens the idle page at its node; a held one, its workload
   const href = holders.length ? workloadHref(holders[0]) : "/ui/idle?" + new URLSearchParams({ node: gpu.node });
   return h("a", { ...attrs, href }, inner);
@@ -76,7 +78,7 @@ function nodeCard(node, gpus) {
       h("span", { class: "muted" }, h("span", { translate: "no" }, node.models.join(", ")), ` · ${node.gpus} GPU`),
       node.healthy ? null : h("span", { class: "badge bad", "data-health": "bad" }, t("fleet.unhealthy")),
       idle ? h("span", { class: "badge" }, t("fleet.idle_gpus", { n: idle }), " · ", f.money(node.waste_per_hour), "/h") : null),
-    h("div", { class: "tiles" }, (gpus || []).map(tile)));
+    h("div", { class: "tiles" }, (gpus || []).map(tile)), nodeHealth(gpus || []));
 }
 
 // the cards of `nodes`, with their tiles fetched in one go (a page per 1,000 GPUs)
