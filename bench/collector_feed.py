@@ -74,6 +74,21 @@ class SimClock:
 Arrivals = list[list[tuple[bytes, int]]]
 
 
+@dataclass(frozen=True)
+class Lockstep:
+    """How a feed keeps pace with replicas fed beside it in other processes
+    (bench/collector_replicas.py): ``wait`` after each simulated second (a barrier across
+    the replicas, so every batch of a second is in the shared intake before any replica
+    goes on), and ``leads``: whether the recommendations are evaluated here (the leader)."""
+
+    wait: Callable[[], None] = lambda: None
+    leads: Callable[[], bool] = lambda: True
+
+
+#: one collector alone
+SOLO = Lockstep()
+
+
 def feed_one_caller(
     core: CollectorCore, ingest: IngestSettings, timed: Timed, arrivals: Arrivals, clock: SimClock
 ) -> None:
@@ -106,7 +121,12 @@ def _apply_due(second: int, ingest: IngestSettings) -> bool:
 
 
 def feed_concurrent(
-    core: CollectorCore, ingest: IngestSettings, timed: Timed, arrivals: Arrivals, clock: SimClock
+    core: CollectorCore,
+    ingest: IngestSettings,
+    timed: Timed,
+    arrivals: Arrivals,
+    clock: SimClock,
+    step: Lockstep = SOLO,
 ) -> None:
     """Every batch of a second in flight at once, as the app's event loop has them from many
     agents: one thread hands each body to ``submit`` without waiting; the core's ingest
@@ -114,7 +134,7 @@ def feed_concurrent(
     is charged to ``ingest`` afterwards: ``ingest_thread_seconds``); the second is over
     once every batch is acknowledged. Every ``ingest.apply_interval_seconds`` a tick runs
     on the scheduler's thread while the next seconds' batches arrive (one tick at a time,
-    as APScheduler runs the apply job)."""
+    as APScheduler runs the apply job). ``step``: see ``Lockstep``."""
     start = clock.now
     with ThreadPoolExecutor(1, thread_name_prefix="scheduler") as scheduler:
         ticking: Future[None] | None = None
@@ -127,6 +147,7 @@ def feed_concurrent(
                 timed.batches += 1
             for ack in acks:
                 ack.result()
+            step.wait()
             if second + 1 == len(arrivals) and timed.at_last_arrival is not None:
                 if ticking is not None:
                     ticking.result()
@@ -135,7 +156,7 @@ def feed_concurrent(
                 continue
             if ticking is not None:
                 ticking.result()
-            ticking = scheduler.submit(scheduled, core, timed, now)
+            ticking = scheduler.submit(scheduled, core, timed, now, step.leads)
         if ticking is not None:
             ticking.result()
 
@@ -150,11 +171,14 @@ def ingest_thread_seconds() -> float:
     return 0.0
 
 
-def scheduled(core: CollectorCore, timed: Timed, now: float) -> None:
+def scheduled(
+    core: CollectorCore, timed: Timed, now: float, leads: Callable[[], bool] = SOLO.leads
+) -> None:
     """What the scheduler's jobs do every apply interval: apply what is ready, evaluate
-    when due."""
+    when due (on the leader only, as ``Collector.evaluate`` does)."""
     timed.count_applied(timed.charge("tick", core.applier.tick))
-    timed.charge("evaluate", partial(core.recommender.evaluate_if_due, now))
+    if leads():
+        timed.charge("evaluate", partial(core.recommender.evaluate_if_due, now))
 
 
 def feed(core: CollectorCore, timed: Timed, body: bytes, now: float) -> None:

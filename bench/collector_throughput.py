@@ -41,9 +41,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from bench.collector_feed import (
+    SOLO,
+    Lockstep,
     SimClock,
     Timed,
     feed_concurrent,
@@ -54,6 +56,10 @@ from bench.harness import memory_bytes_of, print_table
 from bench.prometheus_baseline import PrometheusRun
 from bench.synthetic_fleet import BATCH_SECONDS, SampleStream, build_gpus, gzipped_batches
 from collector.config import IngestSettings
+
+if TYPE_CHECKING:
+    from collector.cluster.settings import ClusterSettings
+    from gpufleet.cli.collector import Collector
 
 TARGET_SAMPLES_PER_SECOND = 50_000.0
 TARGET_BYTES_PER_GPU = 20_000.0
@@ -83,10 +89,16 @@ def run_collector(
     arrivals_mode: str = "serial",
     apply_every: float | None = None,
     ledger_url: str | None = None,
+    cluster: ClusterSettings | None = None,
+    prepare: Callable[[Collector], Lockstep] | None = None,
 ) -> Timed:
     """Feed every batch through the real pipeline second by second; CPU charged per stage.
     ``apply_every``: the collector's ``ingest.apply_interval_seconds`` (None: default);
-    ``ledger_url``: another ledger than a SQLite file in ``work_dir`` (a PostgreSQL URL)."""
+    ``ledger_url``: another ledger than a SQLite file in ``work_dir`` (a PostgreSQL URL);
+    ``cluster``: a replica's settings (with a PostgreSQL ``ledger_url``); ``prepare``,
+    called once the collector is built and before the clock starts, paces the concurrent
+    feed beside other replicas (bench/collector_replicas.py); its ``wait`` also runs once
+    after the final flush, before the lease keeper gives its shards back."""
     from collector.config import CollectorSettings, LedgerSettings
     from gpufleet.cli.collector import build_collector, tune_gc
 
@@ -98,7 +110,11 @@ def run_collector(
         if apply_every is None
         else IngestSettings(apply_interval_seconds=apply_every)
     )
-    settings = CollectorSettings(ledger=ledger, ingest=ingest)
+    settings = (
+        CollectorSettings(ledger=ledger, ingest=ingest)
+        if cluster is None
+        else CollectorSettings(ledger=ledger, ingest=ingest, cluster=cluster)
+    )
     thresholds = tune_gc()  # as `gpufleet collector` does at startup
     gc.collect()
     rss_before, _ = memory_bytes_of()
@@ -107,6 +123,7 @@ def run_collector(
     collector = build_collector(settings, clock=clock, tokens=frozenset({"bench"}),
                                 series_charts=False)  # fmt: skip
     core, timed = collector.core, Timed()
+    step = SOLO if prepare is None else prepare(collector)
 
     def measure_memory() -> None:
         if trace_memory:
@@ -114,9 +131,11 @@ def run_collector(
         timed.rss_growth_bytes = memory_bytes_of()[0] - rss_before
 
     timed.at_last_arrival = measure_memory
-    drive = feed_one_caller if arrivals_mode == "serial" else feed_concurrent
     cpu = time.process_time()
-    drive(core, settings.ingest, timed, arrivals, clock)
+    if arrivals_mode == "serial":
+        feed_one_caller(core, settings.ingest, timed, arrivals, clock)
+    else:
+        feed_concurrent(core, settings.ingest, timed, arrivals, clock, step)
     timed.cpu_seconds = time.process_time() - cpu
     ingest_thread = ingest_thread_seconds()  # its own CPU, charged to the ingest stage
     timed.stages["ingest"] = timed.stages.get("ingest", 0.0) + ingest_thread
@@ -127,7 +146,12 @@ def run_collector(
     timed.applied += timed.charge("tick", partial(core.applier.tick, flush=True))
     timed.cpu_seconds += time.process_time() - cpu
     timed.ack_groups = core.queue.recorder.groups
+    step.wait()
+    if collector.keeper is not None:
+        collector.keeper.stop()
     collector.ledger.close()
+    if collector.guard is not None:
+        collector.guard.close()
     gc.set_threshold(*thresholds)
     return timed
 

@@ -137,6 +137,28 @@ def test_collector_ledger_quick_prints_sqlite_and_postgresql_side_by_side() -> N
     assert re.search(server, out, re.MULTILINE), out
 
 
+@pytest.mark.slow
+def test_collector_replicas_quick_prints_each_process_each_setup_and_the_plan() -> None:
+    """80 GPUs x 20 s through each setup: every sample ingested and applied, the 2
+    replicas splitting the fleet's batches and the 64 shards between them, one leading;
+    PostgreSQL's CPU beside each PostgreSQL setup; cores planned for the three sizes."""
+    out = run_quick("bench.collector_replicas")
+    for setup in ("sqlite", "postgresql", "1 replica", "2 replicas"):
+        row = rf"^{setup}\s+80\s+1,600\s+1,600\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}\s"
+        assert re.search(row, out, re.MULTILINE), out
+    assert re.search(r"^1 replica\s+80\s+0 leader\s+64\s+1,600\s+1,600\s+48\s", out, re.M), out
+    halves = re.findall(
+        r"^2 replicas\s+80\s+[01]( leader)?\s+32\s+800\s+([0-9,]+)\s+24\s", out, re.M
+    )
+    assert sorted(h[0] for h in halves) == ["", " leader"], out
+    assert sum(int(h[1].replace(",", "")) for h in halves) == 1_600, out
+    server = rf"^2 replicas\s.*\s{NUMBER}x \(target <= 1.5x\)\s+{NUMBER}\s+{NUMBER}x \(target"
+    assert re.search(server, out, re.MULTILINE), out
+    for gpus in ("10,000", "100,000", "300,000"):
+        assert re.search(rf"^{gpus}\s+{gpus}\s+{NUMBER}\s+{NUMBER}\s+\d+\s+{NUMBER}\s*$", out, re.M)
+    assert "WARNING" not in out
+
+
 def test_kube_enrich_quick_prints_the_three_columns_and_their_ratio() -> None:
     out = run_quick("bench.kube_enrich")
     assert "800 pods, 100 batches of 8 GPUs" in out
