@@ -19,6 +19,8 @@ import psycopg
 from collector.ledger.pg_schema import PARTITIONED
 from collector.records import DAY_SECONDS
 
+#: the transaction-scoped advisory lock a commit creating partitions takes ("gpfpart")
+PARTITION_LOCK = 0x67706670617274
 #: table -> "day" or "month"
 _SPAN = {"gpu_usage_hourly": "day", "workload_usage_hourly": "day", "workload_usage_daily": "month"}
 
@@ -54,13 +56,26 @@ class Partitions:
         with self._lock:
             known = self._known if self._known is not None else _existing(conn)
             self._known = known
-            for table in PARTITIONED:
-                for hour in hours:
-                    start, end, name = span_of(table, hour)
-                    for start_, end_, name_ in ((start, end, name), span_of(table, end)):
-                        if name_ not in known:
-                            _create(conn, table, name_, start_, end_)
-                            known.add(name_)
+            needed = {
+                span[2]: (table, span)
+                for table in PARTITIONED
+                for hour in hours
+                for first in (span_of(table, hour),)
+                for span in (first, span_of(table, first[1]))
+            }
+            missing = [name for name in needed if name not in known]
+            if not missing:
+                return
+            # replicas creating the same day at once: CREATE TABLE IF NOT EXISTS does not
+            # guard that race (the second fails with DuplicateTable), so creating waits for
+            # any other commit creating partitions, then reads what that one made
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (PARTITION_LOCK,))
+            known |= _existing(conn)
+            for name in missing:
+                if name not in known:
+                    table, (start, end, _) = needed[name]
+                    _create(conn, table, name, start, end)
+                    known.add(name)
 
     def drop_before(self, conn: psycopg.Connection[Any], day_cutoff: float) -> int:
         """Drop the partitions that end at or before ``day_cutoff``; the rows they held."""

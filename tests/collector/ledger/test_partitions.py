@@ -5,12 +5,13 @@ and retention drops whole partitions past its cutoff."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 
 import psycopg
 import pytest
 
-from collector.ledger.partitions import span_of
+from collector.ledger.partitions import Partitions, span_of
 from collector.ledger.store import Ledger, LedgerError, LedgerWrite
 from collector.records import DAY_SECONDS, HOUR_SECONDS, Usage
 from tests.collector.ledger.test_store import POD, registered
@@ -81,3 +82,30 @@ def test_a_rolled_back_commit_takes_its_partitions_with_it(ledger: Ledger, url: 
     assert "gpu_usage_hourly_p20260121" not in partitions(url)
     ledger.commit(usage_at(later))  # the ledger knows to create it again
     assert "gpu_usage_hourly_p20260121" in partitions(url)
+
+
+def test_two_replicas_creating_one_new_day_at_once_both_commit(ledger: Ledger, url: str) -> None:
+    """Two replicas (a Partitions each) whose commits both need a new day: the second
+    waits for the first's transaction and then finds the day there, instead of failing its
+    commit with DuplicateTable (CREATE TABLE IF NOT EXISTS does not guard that race)."""
+    hour = DAY0 + 40 * DAY_SECONDS
+    first, second = Partitions(), Partitions()
+    with psycopg.connect(url) as a, psycopg.connect(url) as b:
+        first.ensure(a, [hour])  # a's transaction holds the new partitions, uncommitted
+        failed: list[BaseException] = []
+
+        def other() -> None:
+            try:
+                second.ensure(b, [hour])
+                b.commit()
+            except BaseException as err:  # the test's assertion below reports it
+                failed.append(err)
+
+        thread = threading.Thread(target=other)
+        thread.start()
+        thread.join(timeout=1.0)
+        assert thread.is_alive()  # waits for a's transaction
+        a.commit()
+        thread.join(timeout=30)
+        assert not thread.is_alive() and failed == []
+    assert span_of("gpu_usage_hourly", hour)[2] in partitions(url)
