@@ -129,15 +129,19 @@ class KubernetesExecutor:
         return Owner("Deployment", parent.name) if parent and parent.kind == "Deployment" else None
 
     def _call(self, method: Any, *args: Any, must_exist: bool = False, **kwargs: Any) -> Any:
-        """Call the API; a 404 is None (unless ``must_exist``), anything else ExecutorError."""
-        try:
-            return method(*args, **kwargs)
-        except ApiException as err:
-            if err.status == 404 and not must_exist:
-                return None
-            raise ExecutorError(f"kubernetes API: HTTP {err.status} {err.reason}") from err
-        except OSError as err:  # urllib3 connection errors derive from OSError
-            raise ExecutorError(f"kubernetes API: {type(err).__name__}") from err
+        return call_api(method, *args, must_exist=must_exist, **kwargs)
+
+
+def call_api(method: Any, *args: Any, must_exist: bool = False, **kwargs: Any) -> Any:
+    """Call the API; a 404 is None (unless ``must_exist``), anything else ExecutorError."""
+    try:
+        return method(*args, **kwargs)
+    except ApiException as err:
+        if err.status == 404 and not must_exist:
+            return None
+        raise ExecutorError(f"kubernetes API: HTTP {err.status} {err.reason}") from err
+    except OSError as err:  # urllib3 connection errors derive from OSError
+        raise ExecutorError(f"kubernetes API: {type(err).__name__}") from err
 
 
 def _controller(meta: Any) -> Any:

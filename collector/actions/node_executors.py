@@ -14,12 +14,12 @@ import re
 import shlex
 import subprocess
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from kubernetes import client as k8s
-from kubernetes.client.exceptions import ApiException
 
 from collector.actions.executors import ExecutorError, run_slurm
+from collector.actions.kubernetes import call_api
 from collector.actions.settings import SlurmSettings
 
 #: the annotation a cordon leaves on the node: why gpufleet took it out
@@ -73,7 +73,7 @@ class KubernetesCordon:
 
     def inspect(self, node: str, reason: str) -> NodeInspection:
         action, undo = cordon_commands(node)
-        found = self._call(self.core.read_node, node)
+        found = call_api(self.core.read_node, node)
         if found is None:
             return NodeInspection(False, False, action, undo, f"Kubernetes node {node} not found")
         out = bool(found.spec and found.spec.unschedulable)
@@ -87,20 +87,10 @@ class KubernetesCordon:
             "spec": {"unschedulable": True},
             "metadata": {"annotations": {REASON_ANNOTATION: reason}},
         }
-        self._call(self.core.patch_node, node, body, must_exist=True)
+        call_api(self.core.patch_node, node, body, must_exist=True)
         if not self.inspect(node, reason).out:
             raise ExecutorError(f"patched node {node} but it is still schedulable")
         return seen.action
-
-    def _call(self, method: Any, *args: Any, must_exist: bool = False) -> Any:
-        try:
-            return method(*args)
-        except ApiException as err:
-            if err.status == 404 and not must_exist:
-                return None
-            raise ExecutorError(f"kubernetes API: HTTP {err.status} {err.reason}") from err
-        except OSError as err:  # urllib3 connection errors derive from OSError
-            raise ExecutorError(f"kubernetes API: {type(err).__name__}") from err
 
 
 _NODE_STATE = re.compile(r"(?:^|\s)State=(\S+)")
