@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Callable
 
 from agent.model import GpuInfo, GpuSample, ProcessSample
 from agent.sources.simulated.hardware import GpuModel, board_power_watts, temperature_celsius
@@ -157,12 +158,22 @@ class SimulatedGpu:
         self, t0: float, t1: float, threshold: float = 0.01
     ) -> list[tuple[float, float]]:
         """Maximal intervals within [t0, t1] where SM and DRAM activity are both < threshold."""
-        intervals: list[tuple[float, float]] = []
         if t1 <= t0:
-            return intervals
-        for segment in range(self.segment_at(t0), self.segment_at(t1) + 1):
+            return []
+
+        def idle(segment: int) -> bool:
             sm, dram = self.activity(segment)
-            if sm >= threshold or dram >= threshold:
+            return sm < threshold and dram < threshold
+
+        return self.intervals_where(t0, t1, idle)
+
+    def intervals_where(
+        self, t0: float, t1: float, holds: Callable[[int], bool]
+    ) -> list[tuple[float, float]]:
+        """Maximal intervals within [t0, t1] made of the segments for which ``holds`` is true."""
+        intervals: list[tuple[float, float]] = []
+        for segment in range(self.segment_at(t0), self.segment_at(t1) + 1):
+            if not holds(segment):
                 continue
             start = max(t0, self.segment_start(segment))
             end = min(t1, self.segment_start(segment + 1))

@@ -104,20 +104,12 @@ class SimulatedSharedGpu(SimulatedGpu):
     ) -> list[tuple[float, float]]:
         """Maximal intervals in [t0, t1] while ``workload_key`` holds its part and its own
         SM share is below ``threshold`` (idle on its own, even with the board busy)."""
-        intervals: list[tuple[float, float]] = []
-        for segment in range(self.segment_at(t0), self.segment_at(t1) + 1):
+
+        def idle(segment: int) -> bool:
             own = self.own_activity(segment).get(workload_key)
-            if own is None or own[0] >= threshold:
-                continue
-            start = max(t0, self.segment_start(segment))
-            end = min(t1, self.segment_start(segment + 1))
-            if end <= start:
-                continue
-            if intervals and intervals[-1][1] == start:
-                intervals[-1] = (intervals[-1][0], end)
-            else:
-                intervals.append((start, end))
-        return intervals
+            return own is not None and own[0] < threshold
+
+        return self.intervals_where(t0, t1, idle)
 
 
 def build_shared_gpu(
