@@ -243,6 +243,15 @@ class Recommendation:
     workload_key: str = ""
     namespace: str = ""
     resolved_at: float | None = None
+    #: the workload's team, user and owner (``Kind/namespace/name``) from the ledger's
+    #: workloads directory when read (not kept in the recommendation: a later-learned owner
+    #: shows); "" for a node or model subject, or where nobody said
+    team: str = ""
+    user: str = ""
+    owner: str = ""
+    #: what a person types to act on it (collector/notify/commands.py release_command for
+    #: a release); "" where there is nothing to type
+    command: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,8 +12,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Collection
 from concurrent.futures import Future
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, replace
+from typing import Protocol, overload
 
 from agent.model import Batch, BatchAck
 from collector import reports
@@ -42,8 +42,15 @@ from collector.ledger.observers import Observers
 from collector.ledger.store import Ledger, LedgerError
 from collector.ledger.write_health import WriteHealth, write_problems
 from collector.node_binding import NodeBinding
+from collector.notify.commands import owned_release_command
 from collector.recommend.recommender import Recommender
-from collector.records import DuplicateGpu, GpuView, Recommendation, RecommendationStatus
+from collector.records import (
+    DuplicateGpu,
+    GpuView,
+    Recommendation,
+    RecommendationKind,
+    RecommendationStatus,
+)
 from collector.running_totals import RunningTotals
 from collector.usage_report import ledger_period
 
@@ -116,14 +123,14 @@ class CollectorService:
     def recommendations(
         self, statuses: Collection[RecommendationStatus] | None
     ) -> list[Recommendation]:
-        recs = self.ledger.recommendations(statuses)
+        recs = [_with_command(r) for r in self.ledger.recommendations(statuses)]
         return sorted(recs, key=lambda r: (-r.savings.money_per_month, r.id))
 
     def dismiss(self, rec_id: str, now: float) -> Recommendation | None:
-        return self.ledger.dismiss_recommendation(rec_id, now)
+        return _with_command(self.ledger.dismiss_recommendation(rec_id, now))
 
     def restore(self, rec_id: str, now: float) -> Recommendation | None:
-        return self.ledger.restore_recommendation(rec_id, now)
+        return _with_command(self.ledger.restore_recommendation(rec_id, now))
 
     def read_version(self) -> ReadVersion:
         return ReadVersion(self.live.version, self.ledger.writes)
@@ -265,3 +272,15 @@ def fleet_rules(settings: CollectorSettings) -> FleetRules:
         min_episode_seconds=analysis.min_episode_seconds,
         backfill_wait_seconds=settings.ingest.backfill_wait_seconds,
     )
+
+
+@overload
+def _with_command(rec: Recommendation) -> Recommendation: ...
+@overload
+def _with_command(rec: None) -> None: ...
+def _with_command(rec: Recommendation | None) -> Recommendation | None:
+    """A release with the command that frees its GPUs, as the chat messages give it (its
+    owner's: a Deployment's pod is scaled to zero, not deleted)."""
+    if rec is None or rec.kind is not RecommendationKind.RELEASE_IDLE:
+        return rec
+    return replace(rec, command=owned_release_command(rec.workload_key, rec.owner))

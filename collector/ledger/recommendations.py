@@ -8,6 +8,7 @@ the recommendation just before the dismissal cannot undo it).
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from dataclasses import replace
 from typing import Any
 
 import msgspec
@@ -117,12 +118,39 @@ def select(
     rows = conn.execute(
         f"SELECT {_COLS} FROM recommendations {where} ORDER BY money_per_month DESC, id", args
     )
-    return [_decode(r) for r in rows]
+    return _with_directory(conn, [_decode(r) for r in rows])
 
 
 def get(conn: Connection, rec_id: str) -> Recommendation | None:
     row = conn.execute(f"SELECT {_COLS} FROM recommendations WHERE id = ?", (rec_id,)).fetchone()
-    return None if row is None else _decode(row)
+    return None if row is None else _with_directory(conn, [_decode(row)])[0]
+
+
+#: keys per directory query (SQLite allows 32,766 parameters, PostgreSQL 65,535)
+_KEYS_PER_QUERY = 500
+
+
+def _with_directory(conn: Connection, recs: list[Recommendation]) -> list[Recommendation]:
+    """Each workload recommendation with its workload's team, user and owner as the
+    workloads table knows them now."""
+    keys = sorted({r.workload_key for r in recs if r.workload_key})
+    known: dict[str, tuple[str, str, str]] = {}
+    for i in range(0, len(keys), _KEYS_PER_QUERY):
+        chunk = keys[i : i + _KEYS_PER_QUERY]
+        rows = conn.execute(
+            'SELECT key, team, "user", owner FROM workloads '
+            f"WHERE key IN ({', '.join('?' for _ in chunk)})",
+            tuple(chunk),
+        )
+        known.update((key, (team, user, owner)) for key, team, user, owner in rows)
+    out = []
+    for rec in recs:
+        found = known.get(rec.workload_key)
+        if found is not None and any(found):
+            team, user, owner = found
+            rec = replace(rec, team=team, user=user, owner=owner)
+        out.append(rec)
+    return out
 
 
 def restore(conn: Connection, rec_id: str, now: float) -> Recommendation | None:

@@ -50,6 +50,13 @@ def release_command(key: str, owner_kind: str = "", owner_name: str = "") -> str
     return ""
 
 
+def owned_release_command(key: str, owner: str) -> str:
+    """``release_command`` of ``key`` held by ``owner`` as the ledger keeps it
+    (``Kind/namespace/name``, the top of a pod's owner chain; "" when unknown)."""
+    kind, _, rest = owner.partition("/")
+    return release_command(key, kind, rest.rpartition("/")[2])
+
+
 def exempt_command(key: str, exempt_key: str) -> str:
     """The command that exempts ``key`` from auto-release (a pod label); "" for others."""
     w = WorkloadName.of(key)

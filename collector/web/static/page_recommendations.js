@@ -87,8 +87,53 @@ function range(s) {
 }
 
 const recPath = (rec, verb) => `/v1/recommendations/${encodeURIComponent(rec.id)}/${verb}`;
-// who acts on it: the namespace (or Slurm account) of its workload, else its node
-export const owner = (rec) => rec.namespace || rec.node || t("none");
+// who acts on it: its workload's owner ("PyTorchJob llm-pretrain", the top of the pod's owner
+// chain), else the namespace (or Slurm account) of its workload, else its node
+export function owner(rec) {
+  if (rec.owner) {
+    const [kind, ...rest] = rec.owner.split("/");
+    return `${kind} ${rest[rest.length - 1]}`;
+  }
+  return rec.namespace || rec.node || t("none");
+}
+export const team = (rec) => rec.team || t("none");
+
+// the owner, and under it the team and user: "PyTorchJob llm-pretrain / nlp · alice"
+function ownerCell(rec) {
+  const who = [rec.team, rec.user].filter(Boolean).join(" · ");
+  return h("td", { translate: "no", "data-col": "owner", title: rec.owner || null }, owner(rec),
+    who ? h("div", { class: "muted small", "data-team": rec.team }, who) : null);
+}
+
+// the command that frees the GPUs (as the chat messages give it), with a copy button
+function commandLine(rec) {
+  if (!rec.command) return null;
+  const copy = h("button", { type: "button", class: "quiet small", "data-copy": rec.id }, t("rec.copy"));
+  copy.addEventListener("click", async () => {
+    try {
+      await navigator.clipboard.writeText(rec.command);
+      copy.textContent = t("rec.copied");
+    } catch {  // no clipboard (plain http): select it for Ctrl+C
+      getSelection().selectAllChildren(code);
+    }
+  });
+  const code = h("code", { class: "cmd", translate: "no", "data-command": rec.id }, rec.command);
+  return h("div", { class: "cmd-line" }, code, " ", copy);
+}
+
+// the title in the reader's language: the collector's English sentence, else one made of the
+// recommendation's own figures by kind (the English stays in the tooltip)
+function title(rec) {
+  if (lang() === "en") return rec.title;
+  const ev = rec.evidence, s = rec.savings;
+  const gpus = Array.isArray(ev.gpus) ? ev.gpus.length : rec.gpu_uuids.length;
+  const [before, after] = t("title." + rec.kind, {
+    subject: "\u0000", n: ev.freed_gpus ?? gpus, money: f.money(s.money_per_hour), cur: s.currency,
+    month: f.money0(s.money_per_month), current: ev.current ?? "", target: ev.target ?? "",
+  }).split("\u0000");
+  // the subject (a workload, node or model name) is data, not a word to translate
+  return after === undefined ? before : [before, h("span", { translate: "no" }, rec.subject), after];
+}
 
 // a toast outside the page, so the 15 s redraw keeps it: "Dismissed X. Undo"
 function undoToast(rec, redraw) {
@@ -145,11 +190,13 @@ function dismissCell(rec, redraw) {
 function row(rec, redraw) {
   const subject = h(rec.workload_key ? "a" : "span", { href: rec.workload_key ? workloadHref(rec.workload_key) : null,
     translate: "no", title: rec.title }, rec.subject);
-  // the title is the collector's English sentence: shown in English only (the evidence says it in words)
   return h("tr", { "data-rec": rec.id, "data-status": rec.status },
     h("td", {}, h("span", { class: `kind kind-${rec.kind}` }, t("kind." + rec.kind))),
-    h("td", {}, subject, lang() === "en" ? h("div", { class: "muted small", translate: "no" }, rec.title) : null),
-    h("td", { translate: "no", "data-col": "owner" }, owner(rec)),
+    h("td", {}, subject, h("div", { class: "muted small", "data-title": rec.id, title: rec.title,
+      // the collector's own sentence in English is data; another language's is the catalogue's
+      translate: lang() === "en" ? "no" : null }, title(rec)),
+      commandLine(rec)),
+    ownerCell(rec),
     h("td", {}, evidence(rec), verdicts(rec)),
     h("td", { "data-col": "seen" }, f.duration(rec.savings.evidence_seconds),
       h("div", { class: "muted small" }, t("rec.confidence", { p: f.pct(rec.savings.confidence) }))),
@@ -171,7 +218,7 @@ function recSpec(cur, redraw, show) {
     id: "recommendations", sort: { key: "money", dir: "desc" }, row: (r) => row(r, redraw),
     columns: [{ key: "kind", label: t("col.kind"), value: (r) => t("kind." + r.kind) },
       { key: "subject", label: t("col.subject"), value: (r) => r.subject },
-      { key: "owner", label: t("col.owner"), value: owner },
+      { key: "owner", label: t("col.owner"), value: (r) => [owner(r), r.team, r.user].filter(Boolean).join(" ") },
       { key: "evidence", label: t("col.evidence") },
       { key: "seen", label: t("col.seen"), value: saving("evidence_seconds") },
       { key: "money", label: `${t("col.saves_money")} (${cur})`, num: true, value: saving("money_per_month") },
@@ -179,12 +226,14 @@ function recSpec(cur, redraw, show) {
       { key: "kg", label: t("col.saves_carbon"), num: true, value: saving("carbon_kg_per_month") },
       { key: "status", label: t("col.status"), value: (r) => r.status }, { key: "action", label: "" }],
     filters: [{ key: "kind", label: t("col.kind"), value: (r) => r.kind, text: (v) => t("kind." + v) },
+      { key: "team", label: t("col.team"), value: team },
       { key: "owner", label: t("col.owner"), value: owner },
       ...(show === "all" ? [{ key: "status", label: t("col.status"), value: (r) => r.status, text: (v) => t("status." + v) }] : [])],
     groups: [{ key: "kind", label: t("col.kind"), value: (r) => r.kind, text: (k, rs) => `${t("kind." + k)} · ${groupLine(rs)}` },
+      { key: "team", label: t("col.team"), value: team, text: (o, rs) => `${o} · ${groupLine(rs)}` },
       { key: "owner", label: t("col.owner"), value: owner, text: (o, rs) => `${o} · ${groupLine(rs)}` },
       { key: "", label: t("tbl.no_group") }],
-    search: (r) => [r.subject, r.title, owner(r), r.node, r.workload_key].join(" "),
+    search: (r) => [r.subject, r.title, owner(r), r.team, r.user, r.node, r.workload_key].join(" "),
     empty: t("rec.none"),
   };
 }

@@ -7,8 +7,15 @@ from dataclasses import replace
 
 import pytest
 
+from collector.ledger.records import LedgerWrite
 from collector.ledger.store import Ledger, LedgerError
-from collector.records import Recommendation, RecommendationKind, RecommendationStatus, Savings
+from collector.records import (
+    Recommendation,
+    RecommendationKind,
+    RecommendationStatus,
+    Savings,
+    WorkloadRef,
+)
 
 OPEN = RecommendationStatus.OPEN
 
@@ -90,3 +97,29 @@ def test_unencodable_evidence_is_a_ledger_error(ledger: Ledger) -> None:
     with pytest.raises(LedgerError, match="recommendation a"):
         ledger.upsert_recommendations([bad, rec("b", 1.0)])
     assert ledger.recommendations() == []
+
+
+def test_a_workload_recommendation_reads_back_with_its_team_user_and_owner(
+    ledger: Ledger,
+) -> None:
+    """Who to ask comes from the workloads directory when read: an owner learned after the
+    recommendation opened shows on it, and a node or unknown workload stays without one."""
+    node_rec = replace(rec("scale_down:n1", 1.0), workload_key="", namespace="")
+    ledger.upsert_recommendations([rec("a", 10.0), node_rec])
+    assert ledger.get_recommendation("a") == rec("a", 10.0)  # nobody said yet
+    ref = WorkloadRef(
+        key="pod:ml/notebook-7",
+        kind="kubernetes_pod",
+        name="notebook-7",
+        namespace="ml",
+        team="nlp",
+        user="alice",
+        owner="Notebook/ml/alice-nlp",
+    )
+    ledger.commit(LedgerWrite(workloads={ref.key: ref}))
+    known = replace(rec("a", 10.0), team="nlp", user="alice", owner="Notebook/ml/alice-nlp")
+    assert ledger.recommendations() == [known, node_rec]
+    assert ledger.get_recommendation("a") == known
+    dismissed = ledger.dismiss_recommendation("a", now=500.0, by="bo")
+    assert dismissed is not None
+    assert (dismissed.team, dismissed.user, dismissed.owner) == ("nlp", "alice", known.owner)

@@ -338,6 +338,52 @@ def test_recommendations_page_shows_savings_grouped_by_kind(tab: Tab, demo: Runn
     assert shown(tab.figure("rec-money"), sum(r["savings"]["money_per_month"] for r in recs), 0)
 
 
+def expected_command(key: str, owner_kind: str, owner_name: str) -> str:
+    """What an operator types to free the GPUs of ``key`` (its controller's, for a pod)."""
+    if key.startswith("slurm:"):
+        return f"scancel {key.removeprefix('slurm:')}"
+    namespace, pod = key.removeprefix("pod:").split("/")
+    if owner_kind == "Deployment":
+        return f"kubectl scale deployment -n {namespace} {owner_name} --replicas=0"
+    return f"kubectl delete pod -n {namespace} {pod}"
+
+
+def test_each_recommendation_names_its_owner_team_and_the_command_that_acts(
+    browser: Any, demo: RunningDemo
+) -> None:
+    """The owner column showed the namespace and no command: now the workload's owner (the
+    top of its owner chain), its team and user, and for a release the command the chat
+    message gives (a Deployment's pod scaled to zero, not deleted); in Chinese the title is
+    Chinese, the English sentence in its tooltip."""
+    recs = api(demo, "/v1/recommendations")["recommendations"]
+    releases = [r for r in recs if r["kind"] == "release_idle"]
+    assert releases and all(r["team"] and r["owner"] for r in releases), "the demo's pods"
+    for lang in ("en", "zh"):
+        tab = Tab(browser, demo, lang=lang)
+        page = tab.open("/ui/recommendations")
+        for rec in releases:
+            row = page.locator(f"tr[data-rec='{rec['id']}']")
+            kind, name = rec["owner"].split("/")[0], rec["owner"].split("/")[-1]
+            assert row.locator("[data-col='owner']").inner_text().split("\n") == [
+                f"{kind} {name}", f"{rec['team']} · {rec['user']}"]  # fmt: skip
+            assert rec["command"] == expected_command(rec["workload_key"], kind, name)
+            expected = rec["command"]
+            assert row.locator("[data-command]").inner_text() == expected
+            title = row.locator("[data-title]")
+            assert title.get_attribute("title") == rec["title"]
+            if lang == "en":
+                assert title.inner_text() == rec["title"]
+            else:
+                assert title.inner_text().startswith(f"释放 {rec['workload_key']} 占用的")
+        # grouped by team: a head for each team the releases name
+        page.select_option("#recommendations-group", "team")
+        heads = page.locator("tr.dt-group").evaluate_all("hs => hs.map(h => h.dataset.groupRow)")
+        assert {r["team"] for r in releases} <= set(heads), heads
+        tab.close()
+        assert tab.errors == [], lang
+    assert {r["command"] for r in recs if r["kind"] != "release_idle"} <= {""}
+
+
 def test_console_asks_for_the_token_and_refuses_a_wrong_one(
     browser: Any, demo: RunningDemo
 ) -> None:
