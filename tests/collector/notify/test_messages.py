@@ -12,7 +12,7 @@ import msgspec
 
 from collector.notify import wecom
 from collector.notify.changes import ReleasePlan, facts_of
-from collector.notify.commands import release_command
+from collector.notify.commands import owned_release_command, release_command
 from collector.notify.messages import Event, Facts, Text, render
 from collector.notify.phrases import ENGLISH
 from collector.notify.settings import resolve_channel
@@ -114,6 +114,14 @@ def test_commands_for_each_kind_of_workload() -> None:
     assert release_command("slurm:842992_3") == "scancel 842992_3"  # an array task
     assert release_command("manual:shared-box") == ""  # nothing to type: words only
     assert release_command("pod:ml/x; rm -rf /") == "kubectl delete pod -n ml 'x; rm -rf /'"
+    # the owner as the ledger keeps it: Kind/namespace/name
+    assert owned_release_command("pod:research/sweep-7f9c-x", "Deployment/research/sweep") == (
+        "kubectl scale deployment -n research sweep --replicas=0"
+    )
+    assert owned_release_command("pod:nb/jupyter-1", "Notebook/nb/alice") == (
+        "kubectl delete pod -n nb jupyter-1"
+    )
+    assert owned_release_command("slurm:7", "") == "scancel 7"
 
 
 def test_warning_says_the_deadline_and_how_to_opt_out_in_both_languages() -> None:
