@@ -9,8 +9,9 @@ GPUs and cursors of that shard and its pending batches. Then it takes the shard'
 pending batches (other replicas acknowledged them), and ticks each shard's applier, whose
 commits are fenced by ``owns(shard, epoch)`` in their own transaction: a replica whose
 lease was taken over writes nothing (``LedgerFenced``), so every batch is applied once.
-Last it publishes its GPUs' views (collector/ledger/live_gpus.py) and reads the
-ledger-wide version the read caches key on.
+Last it publishes its GPUs' views (collector/ledger/live_gpus.py; every
+``PUBLISH_EVERY_SECONDS``, at once when its shards change) and reads the ledger-wide version
+the read caches key on.
 """
 
 from __future__ import annotations
@@ -34,6 +35,11 @@ from collector.ledger.write_health import WriteHealth
 from collector.records import GpuView, IdleEpisode
 
 log = logging.getLogger(__name__)
+
+#: an owner publishes its GPUs' views at most this often (and at a flush): every view's
+#: newest reading moves with each sample, so publishing at each 1 s tick rewrote every owned
+#: GPU's row every second; readers see the fleet this much later at most
+PUBLISH_EVERY_SECONDS = 2.0
 
 #: shard, epoch, the commit fence -> that shard's live fleet and applier
 MakePart = Callable[[int, int, Callable[[Connection], bool]], tuple[LiveFleet, Applier]]
@@ -71,6 +77,8 @@ class ShardedApplier:
         self.version = 0
         self._published: dict[str, bytes] = {}
         self._tracked: set[str] = set()
+        self._published_at: float | None = None
+        self._published_shards: set[int] = set()
         self._lock = threading.Lock()
 
     def tick(self, flush: bool = False, commit: bool = False) -> int:
@@ -89,7 +97,7 @@ class ShardedApplier:
                     log.info("shard %d moved to another replica: dropped", shard)
                     self._drop(shard)
             try:
-                self._publish()
+                self._publish(flush)
                 self.version = self.ledger.version()
             except LedgerError as err:
                 log.warning("replica: live GPUs not published: %s", err)
@@ -148,8 +156,13 @@ class ShardedApplier:
                 owner.known.add(logged.batch_id)
                 owner.applier.take(logged, self.check)
 
-    def _publish(self) -> None:
+    def _publish(self, flush: bool) -> None:
         now = self.clock()
+        last = self._published_at
+        gained_or_lost = set(self.parts) != self._published_shards
+        if not (flush or gained_or_lost or last is None or now - last >= PUBLISH_EVERY_SECONDS):
+            return
+        self._published_at, self._published_shards = now, set(self.parts)
         changed: list[tuple[int, GpuView, bytes]] = []
         tracked: list[str] = []
         for shard, part in self.parts.items():
