@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
 from collections.abc import Iterable, Sequence
 
 import msgspec
@@ -46,18 +47,28 @@ log = logging.getLogger(__name__)
 
 class RunningTotals:
     """A LedgerObserver holding the all-time totals; ``snapshot`` is thread-safe, the fold
-    runs on the writer's thread only (as the observers are told)."""
+    runs on the writer's thread only (as the observers are told).
+
+    A fold only adds to the dicts; the LedgerTotals (lists over every GPU and workload) is
+    built by the next ``snapshot`` after a commit, not by each commit: a replica commits
+    once per owned shard per tick (64 a second), a scrape comes every 15 s."""
+
+    _totals: LedgerTotals | None  # None: a commit was folded in since the last build
 
     def __init__(self, ledger: Ledger) -> None:
         """Seeds from ``ledger`` (one read of its totals, last-seen times, models and GPU
         registry)."""
         self._ledger = ledger
+        self._lock = threading.Lock()  # a fold or seed against a snapshot's build
         self._seed()
 
     def snapshot(self, models: dict[str, str]) -> LedgerTotals:
         """The totals as of the last commit told, with ``models`` (this process's view of
         each workload's GPU model) ahead of the ledger's. Never mutated afterwards."""
-        totals = self._totals  # one reference: a fold installs a new LedgerTotals whole
+        with self._lock:
+            if self._totals is None:
+                self._totals = self._build()
+            totals = self._totals
         return totals.with_models(models)
 
     def batches_stored(self, stored: Sequence[StoredBatch]) -> None:
@@ -78,18 +89,22 @@ class RunningTotals:
         if not self._knows(write):
             self._seed()
             return
+        with self._lock:
+            self._fold_known(write)
+
+    def _fold_known(self, write: LedgerWrite) -> None:
         reorder = self._register_gpus(write.gpus.values())
         if _add(self._gpu_usage, write.gpu_usage.items()) or reorder:
             self._gpu_order = sorted(self._gpu_usage, key=lambda u: (self._gpus[u].node, u))
         self._workloads.update(write.workloads)
         if _add(self._workload_usage, write.workload_usage.items()):
             self._workload_order = sorted(self._workload_usage)
-        last_seen, models = dict(self._totals.last_seen), dict(self._totals.models)
+        last_seen, models = self._last_seen, self._models
         for key, stats in write.workload_stats.items():
             last_seen[key] = max(last_seen.get(key, stats.last_seen), stats.last_seen)
             if stats.gpu_model:
                 models[key] = stats.gpu_model
-        self._install(last_seen, models)
+        self._totals = None  # built again by the next snapshot
 
     def _register_gpus(self, records: Iterable[GpuRecord]) -> bool:
         """The registry rows upserted; returns whether a GPU is new or moved node."""
@@ -118,22 +133,27 @@ class RunningTotals:
         ledger = self._ledger
         stored = LedgerTotals.stored(ledger)
         # the whole registry: a GPU registered without totals yet may be upserted later
-        self._gpus = {gpu.uuid: gpu for gpu in ledger.gpus()}
-        self._gpu_usage = {gpu.uuid: usage for gpu, usage in stored.by_gpu}
-        self._workloads = {ref.key: ref for ref, _ in stored.by_workload}
-        self._workload_usage = {ref.key: usage for ref, usage in stored.by_workload}
-        self._gpu_order = [gpu.uuid for gpu, _ in stored.by_gpu]  # in the ledger's order
-        self._workload_order = [ref.key for ref, _ in stored.by_workload]
-        self._totals = stored
+        gpus = {gpu.uuid: gpu for gpu in ledger.gpus()}
+        with self._lock:
+            self._gpus = gpus
+            self._gpu_usage = {gpu.uuid: usage for gpu, usage in stored.by_gpu}
+            self._workloads = {ref.key: ref for ref, _ in stored.by_workload}
+            self._workload_usage = {ref.key: usage for ref, usage in stored.by_workload}
+            self._gpu_order = [gpu.uuid for gpu, _ in stored.by_gpu]  # in the ledger's order
+            self._workload_order = [ref.key for ref, _ in stored.by_workload]
+            self._last_seen, self._models = dict(stored.last_seen), dict(stored.models)
+            self._totals = stored
 
-    def _install(self, last_seen: dict[str, float], models: dict[str, str]) -> None:
+    def _build(self) -> LedgerTotals:
+        """The totals as the dicts hold them now (under the lock): lists and dicts of their
+        own, and Usage objects a later fold copies before it adds to them."""
         gpus, gpu_usage = self._gpus, self._gpu_usage
         workloads, workload_usage = self._workloads, self._workload_usage
-        self._totals = LedgerTotals(
+        return LedgerTotals(
             by_workload=[(workloads[key], workload_usage[key]) for key in self._workload_order],
             by_gpu=[(gpus[uuid], gpu_usage[uuid]) for uuid in self._gpu_order],
-            last_seen=last_seen,
-            models=models,
+            last_seen=dict(self._last_seen),
+            models=dict(self._models),
         )
 
 

@@ -102,16 +102,22 @@ _commit = st.builds(
 
 
 @settings(max_examples=80, deadline=None)
-@given(commits=st.lists(_commit, max_size=8), seeded_after=st.integers(0, 8))
+@given(
+    commits=st.lists(_commit, max_size=8),
+    seeded_after=st.integers(0, 8),
+    peeks=st.sets(st.integers(0, 7)),
+)
 def test_after_any_commits_the_totals_equal_a_fresh_ledger_read(
-    commits: list[Commit], seeded_after: int
+    commits: list[Commit], seeded_after: int, peeks: set[int]
 ) -> None:
     """Seeded after ``seeded_after`` commits (a restart: GPUs registered before it without
-    totals are unknown to the seed), then told of the rest."""
+    totals are unknown to the seed), then told of the rest; a snapshot after each commit in
+    ``peeks`` (a scrape between commits) equals the ledger then too."""
     ledger = Ledger.open(":memory:")
     totals: RunningTotals | None = None
     gpus: set[str] = set()
     workloads: set[str] = set()
+    process_models = {KEYS[0]: "L4"}
     for n, commit in enumerate(commits):
         if n == seeded_after:
             totals = RunningTotals(ledger)
@@ -119,8 +125,9 @@ def test_after_any_commits_the_totals_equal_a_fresh_ledger_read(
         ledger.commit(write)
         if totals is not None:
             totals.write_committed(write)
+            if n in peeks:
+                assert totals.snapshot(process_models) == LedgerTotals.read(ledger, process_models)
     totals = totals or RunningTotals(ledger)
-    process_models = {KEYS[0]: "L4"}
     expected = LedgerTotals.read(ledger, process_models)
     kept = totals.snapshot(process_models)
     assert kept == expected
