@@ -134,7 +134,9 @@ class Pacer:
         wall_step = self.step_seconds / self.speed
         for backlog in self._backlogs:
             backlog.start()
-        next_at = self._monotonic()
+        # the first step a wall step from now: the clock stands at the pre-run's end, the
+        # wall time's now, and a step at once would read the fleet a step ahead of its time
+        next_at = self._monotonic() + wall_step
         t = self.clock()
         while not stop.is_set():
             t += self.step_seconds

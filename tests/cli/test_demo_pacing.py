@@ -170,3 +170,31 @@ def test_a_node_cut_off_in_the_demo_drains_its_spool_and_loses_nothing(tmp_path:
         truth = fleet.true_energy_joules(info.uuid, start, end)
         assert abs(u.energy_joules - truth) <= 0.005 * truth, info.uuid
         assert u.unknown_seconds == 0.0, info.uuid  # the outage's seconds came back
+
+
+def test_simulated_time_never_runs_ahead_of_wall_time_times_the_speed(tmp_path: Path) -> None:
+    """The pre-run ends at the wall clock's now; live steps follow at ``--speed``. The first
+    step is a wall step later, not at once: taken at once, its sample was ``--step``
+    simulated seconds ahead of its time (at ``--speed 0.001`` the console's tests saw a
+    newest minute that grew under them: a sample 10 s in the future, arriving a second
+    after the console line)."""
+    args = demo_args(free_port_block(1 + NODES))
+    args.step, args.speed = 1.0, 0.5  # a 2 s wall step
+    demo = demo_command.build_demo(args, tmp_path)
+    live = demo_command.start(demo, args)
+    # the pre-run ended at the wall time it began at, at most now: simulated time at wall
+    # time w is then at most now + (w - now) * speed (speed < 1)
+    origin = time.time()
+    try:
+        ahead: list[float] = []
+        first = demo.clock()
+        while time.time() < origin + 3.0:
+            allowed = origin + (time.time() - origin) * args.speed
+            ahead.append(demo.clock() - allowed)
+            time.sleep(0.02)
+        stepped = demo.clock() > first
+        demo_command.finish(demo, live)
+    finally:
+        demo_command.close(demo, live)
+    assert max(ahead) <= 0.25  # half a wall second
+    assert stepped
