@@ -40,25 +40,56 @@ def demo() -> Iterator[RunningDemo]:
 
 
 class Requests:
-    """The /v1 responses a tab received: path, query and body bytes; the last summary."""
+    """The /v1 responses a tab received: path, query and body bytes; the last summary; the
+    GPUs of the last /v1/fleet read.
+
+    The handler only keeps the responses: Playwright's sync API runs it in the driver's
+    greenlet, and a body read there is a round trip that lets the test go on before the
+    handler ends (under load a test once saw /v1/fleet answered and no GPU recorded). The
+    bodies are read in the test's own thread, when it asks.
+    """
 
     def __init__(self, page: Any) -> None:
-        self.seen: list[tuple[str, dict[str, list[str]], int]] = []
-        self.summary: Any = None
-        self.gpus: list[Any] = []  # every GPU of the /v1/fleet pages the tab read
+        self.responses: list[Any] = []
         page.on("response", self.record)
 
     def record(self, response: Any) -> None:
-        url = urlsplit(response.url)
-        if url.path.startswith("/v1/"):
-            self.seen.append((url.path, parse_qs(url.query), len(response.body())))
-        if url.path == "/v1/fleet/summary":
-            self.summary = response.json()
-        if url.path == "/v1/fleet" and response.status == 200:
-            self.gpus += response.json()["gpus"]
+        if urlsplit(response.url).path.startswith("/v1/"):
+            self.responses.append(response)
+
+    def _of(self, path: str) -> list[tuple[dict[str, list[str]], Any]]:
+        found = []
+        for response in list(self.responses):
+            url = urlsplit(response.url)
+            if url.path == path and response.status == 200:
+                found.append((parse_qs(url.query), response))
+        return found
+
+    @property
+    def seen(self) -> list[tuple[str, dict[str, list[str]], int]]:
+        return [
+            (urlsplit(r.url).path, parse_qs(urlsplit(r.url).query), len(r.body()))
+            for r in list(self.responses)
+        ]
 
     def bytes(self) -> int:
         return sum(size for _, _, size in self.seen)
+
+    @property
+    def summary(self) -> Any:
+        answers = self._of("/v1/fleet/summary")
+        return answers[-1][1].json() if answers else None
+
+    @property
+    def gpus(self) -> list[Any]:
+        """Every GPU of the last /v1/fleet read: its first page and the cursor pages after
+        it (a read without a cursor is a new one, such as the 15 s refresh under load)."""
+        gpus: list[Any] = []
+        for query, response in self._of("/v1/fleet"):
+            if "cursor" not in query:
+                gpus = []
+            gpus += response.json()["gpus"]
+        return gpus
 
 
 def test_the_fleet_page_is_ready_at_1000_gpus_without_downloading_every_gpu(
