@@ -7,7 +7,11 @@ One delivery path (delivery.py) for both ledgers; only this step differs:
   it under its epoch (collector/cluster/outbox_claims.py, ``FOR UPDATE SKIP LOCKED``), and
   marked sent only while that claim holds. An old leader that has not yet noticed it was
   deposed claims nothing; a leader killed after claiming leaves its rows to the next one
-  once the claim expires. So a message is neither sent twice nor lost across a change.
+  once the claim expires. So a message is never lost across a change, and sent twice only
+  where a leader dies (or its service's answer is lost) between the service accepting it
+  and the row marked sent, a window of one ledger write: the next leader sends it again
+  under the same ``webhook-id`` (webhook.py: the same events, the same id), which a
+  receiver drops; chat vendors without such a key may show it twice.
 """
 
 from __future__ import annotations
