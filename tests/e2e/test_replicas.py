@@ -3,9 +3,11 @@ simulated agent picks its replica, two replicas (the leader first) are ``kill -9
 restarted mid-stream, and still energy per GPU and workload and the idle time equal the
 simulator's truth, nothing counted twice, and every replica's /v1/fleet lists every GPU
 in the same state, and every recommendation reaches a local chat server exactly once
-across both kills. The same stream as test_restart.py's (30 simulated minutes here, every
-10 s), the replicas on short leases (3 s) so the survivors take the dead one's shards
-over mid-stream. The fleet's stuck jobs hold idle GPUs from the first sample, so their
+across both kills (again, under the same webhook-id, only where its sender never saw the
+answer: killed between the service's answer and the row marked sent, or timed out).
+The same stream as test_restart.py's (30 simulated minutes here, every 10 s), the
+replicas on short leases (3 s) so the survivors take the dead one's shards over
+mid-stream. The fleet's stuck jobs hold idle GPUs from the first sample, so their
 release_idle recommendations open as soon as the leader evaluates; the stream waits at the
 leader's kill until one has. The history is replayed faster than the wall clock runs, so
 the collector measures no clock offset for the nodes (collector/fleet/clocks.py: a replay is
@@ -230,12 +232,23 @@ def outbox_and_recommendations(url: str) -> tuple[list[tuple[str, str]], list[An
     return rows, recs
 
 
-def notified_once(url: str, hook: FakeService, first_kill_at: float) -> None:
+def unanswered_sends(logs: list[Path]) -> int:
+    """The sends the replicas saw fail in transport (a timeout: the service may have
+    taken the message all the same), from their logs."""
+    lines = (line for log in logs if log.exists() for line in log.read_text().splitlines())
+    return sum(1 for line in lines if "notification channel" in line and "retrying in" in line)
+
+
+def notified_once(
+    url: str, hook: FakeService, first_kill_at: float, kills: int, logs: list[Path]
+) -> None:
     """Every outbox row (an alert every few ticks, across both kills, the leader's
-    first) was sent and arrived exactly once, nothing else arrived; so did each announced
+    first) was sent and arrived, nothing else arrived; so did each announced
     recommendation's "opened" event, and release_idle ones opened before the leader was
-    killed. The leader keeps evaluating meanwhile, so the outbox is read again after the
-    chat server: what arrived is a subset of it, each key once."""
+    killed. Each arrived once, but where its sender never saw the service's answer (killed
+    meanwhile, or timed out): then again under the same webhook-id, and no more often
+    than the kills and failed sends explain. The leader keeps evaluating meanwhile, so the
+    outbox is read again after the chat server: what arrived is a subset of it."""
     deadline = time.monotonic() + 30
     while True:
         rows, recs = outbox_and_recommendations(url)
@@ -245,12 +258,24 @@ def notified_once(url: str, hook: FakeService, first_kill_at: float) -> None:
             break
         assert time.monotonic() < deadline, (Counter(s for _, s in rows), announced - keys)
         time.sleep(0.5)
-    arrived = Counter(key for r in hook.accepted for key in r.json["data"]["events"])
+    accepted = hook.accepted
+    arrived = Counter(key for r in accepted for key in r.json["data"]["events"])
     after, _ = outbox_and_recommendations(url)
-    assert all(arrived[key] == 1 for key, _ in rows)  # every sent row once...
-    assert set(arrived) <= {key for key, _ in after} and set(arrived.values()) == {1}  # only
+    assert all(arrived[key] >= 1 for key, _ in rows)  # every sent row...
+    assert set(arrived) <= {key for key, _ in after}  # ...and nothing else
+    # once, but for a send whose answer its sender never saw: a leader killed between the
+    # service taking a message and its row marked sent, or a send that timed out; then
+    # the message came again under the same webhook-id, which a receiver drops
+    ids: dict[str, set[str]] = {}
+    for r in accepted:
+        for key in r.json["data"]["events"]:
+            ids.setdefault(key, set()).add(r.headers["webhook-id"])
+    assert all(len(found) == 1 for found in ids.values()), ids
+    repeats = sum(n - 1 for n in arrived.values())
+    explained = kills + unanswered_sends(logs)
+    assert repeats <= explained, (repeats, explained, hook.unanswered, arrived.most_common(3))
     opened = Counter(key.split("|")[0] for key in arrived if key.split("|")[1] == "opened")
-    assert set(opened) >= announced and set(opened.values()) <= {1}
+    assert set(opened) >= announced
     early = {rid for rid, kind, at in recs if kind == "release_idle" and at < first_kill_at}
     assert early, recs  # open while the first leader led, announced once across both kills
     assert sum(1 for key in arrived if key.startswith("am|")) == TICKS // ALERT_EVERY_TICKS + 1
@@ -281,7 +306,7 @@ def test_three_replicas_with_two_kill_9_count_everything_once(
         applied_by_replicas(url, set(fleet.gpu_uuids), clock())
         same_fleet_everywhere(replicas, set(fleet.gpu_uuids))
         metrics_count_once(replicas, set(fleet.gpu_uuids))
-        notified_once(url, hook, first_kill_at)
+        notified_once(url, hook, first_kill_at, len(killed), [r.log for r in replicas])
         for replica in replicas:
             replica.terminate()
     finally:

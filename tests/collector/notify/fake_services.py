@@ -3,7 +3,8 @@ the way it answers (deploy-notify.md §1.1): Slack 200 ``ok`` / 400 text; Teams 
 Feishu/Lark, DingTalk, WeCom HTTP 200 with a JSON error code; Discord 204.
 
 ``script`` forces the next answers (429 with Retry-After, 5xx ...). ``received`` keeps
-every request with the verdict of the checks; ``accepted`` only the ones taken.
+every request with the verdict of the checks; ``accepted`` only the ones taken;
+``unanswered`` counts the answers whose sender had gone before they were written.
 """
 
 from __future__ import annotations
@@ -66,6 +67,8 @@ class FakeService:
     script: deque[Answer] = field(default_factory=deque)
     now: Callable[[], float] = time.time
     token: str = "T0KEN-s3cr3t-9f8e7d"
+    #: answers that could not be written: the sender closed first (killed, or timed out)
+    unanswered: int = 0
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -116,8 +119,12 @@ class FakeService:
                 for name, value in answer_headers.items():
                     self.send_header(name, value)
                 self.send_header("Content-Length", str(len(answer_body)))
-                self.end_headers()
-                self.wfile.write(answer_body)
+                try:
+                    self.end_headers()
+                    self.wfile.write(answer_body)
+                except (BrokenPipeError, ConnectionResetError):  # the sender is gone
+                    with fake._lock:
+                        fake.unanswered += 1
 
             def log_message(self, *args: object) -> None:
                 pass
