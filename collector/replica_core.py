@@ -71,6 +71,12 @@ class ReplicaService(CollectorService):
         version = self.sharded.version + self.ledger.writes  # any replica's, and ours now
         return ReadVersion(version, version)
 
+    def applying_fleets(self) -> list[LiveFleet]:
+        """The owned shards' fleets: the front buffers nothing (every batch goes to its
+        shard's owner through the intake), so their samples, lag and node clocks are this
+        replica's, each node's on one replica only."""
+        return [part.fleet for part in list(self.sharded.parts.values())]
+
     def health(self) -> HealthReport:
         report = super().health()
         state = self.leases()
@@ -141,8 +147,9 @@ def build_replica_core(
         applier = Applier(fleet, part, ledger, observers, commit_every, clock, health, fence)
         return fleet, applier
 
-    def check(body: bytes, at: float) -> Batch:
-        return attribute(accept_body(body, None, at, settings))
+    def check(body: bytes, at: float, fleet: LiveFleet) -> Batch:
+        # the owner's fleet measures the clock: the front that accepted it is another's
+        return attribute(accept_body(body, None, at, settings, fleet.clocks, fleet.max_power_of))
 
     shards = settings.cluster.shard_count
     sharded = ShardedApplier(ledger, leases, make_part, check, shards, health, commit_every,

@@ -154,17 +154,23 @@ class CollectorService:
                 applier.commit_interval_seconds,
                 self._clock(),
             )
+        applying = self.applying_fleets()
         return HealthReport(
             ledger_ok=not problems,
             last_ingest_at=self.stats.last_ingest_at,
-            lag_seconds=self.live.lag_seconds(),
-            pending_samples=self.live.buffered_samples(),
+            lag_seconds=max((f.lag_seconds() for f in applying), default=0.0),
+            pending_samples=sum(f.buffered_samples() for f in applying),
             detail="; ".join(problems),
-            clock_offsets=self.live.clocks.estimates(),
+            clock_offsets={n: o for f in applying for n, o in f.clocks.estimates().items()},
             ready=not problems,
             problems=tuple(problems),
             write_path=write_path,
         )
+
+    def applying_fleets(self) -> list[LiveFleet]:
+        """The live fleets this process applies batches through (their buffered samples,
+        lag and node clocks are its health): one collector's own."""
+        return [self.live]
 
     def write_path(self) -> WritePath:
         backlog, quarantined = self.ledger.intake_backlog(), self.ledger.quarantined()
@@ -239,8 +245,13 @@ class CollectorCore:
         applier = Applier(fleet, accountant, ledger, observers, commit_every, clock, health)
         recommender = Recommender(fleet, ledger, rates, settings.analysis, clock)
         service = CollectorService(queue, fleet, ledger, accountant, stats, totals, clock, applier)
-        # a pending batch is judged by today's edge rules, at the time it arrived
-        applier.restore(lambda body, at: enrich(accept_body(body, None, at, settings)))
+        # a pending batch is judged by today's edge rules, at the time it arrived, and its
+        # node's clock measured again (the fleet is new)
+        applier.restore(
+            lambda body, at, live: enrich(
+                accept_body(body, None, at, settings, live.clocks, live.max_power_of)
+            )
+        )
         return cls(ledger, fleet, queue, applier, recommender, observers, service)
 
     def close(self, timeout: float = 30.0) -> None:

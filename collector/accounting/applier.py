@@ -46,11 +46,14 @@ _SAMPLE_DECODER = msgspec.json.Decoder(GpuSample)
 _SAMPLE_ENCODER = msgspec.json.Encoder()
 _BATCH_DECODER = msgspec.json.Decoder(Batch)
 
-#: a pending batch's JSON and arrival time -> the batch, or an exception refusing it
-BatchCheck = Callable[[bytes, float], Batch]
+#: a pending batch's JSON, its arrival time and the live fleet that will apply it -> the
+#: batch, or an exception refusing it. The check measures the node's clock in that fleet
+#: (the offset its views and late-sample checks correct by): a replica's shard owner
+#: applies batches another replica accepted, so its fleet saw none arrive
+BatchCheck = Callable[[bytes, float, LiveFleet], Batch]
 
 
-def decode_only(body: bytes, received_at: float) -> Batch:
+def decode_only(body: bytes, received_at: float, fleet: LiveFleet) -> Batch:
     return _BATCH_DECODER.decode(body)
 
 
@@ -175,7 +178,7 @@ class Applier:
         that fails ``check`` or buffering is quarantined. The samples taken."""
         received_at = logged.entry.received_at
         try:
-            batch = check(logged.entry.body, received_at)
+            batch = check(logged.entry.body, received_at, self.fleet)
             return self.fleet.buffer(logged.batch_id, batch, received_at=received_at).accepted
         except Exception as err:  # this batch alone
             self._set_aside(logged, f"{type(err).__name__}: {err}")
@@ -183,7 +186,7 @@ class Applier:
 
     def _replay(self, logged: LoggedBatch, check: BatchCheck) -> int:
         try:
-            batch = check(logged.entry.body, logged.entry.received_at)
+            batch = check(logged.entry.body, logged.entry.received_at, self.fleet)
             return self.fleet.buffer(logged.batch_id, batch, replay=True).accepted
         except Exception as err:  # this batch alone; the others are replayed
             self._set_aside(logged, f"replayed after a restart: {type(err).__name__}: {err}")

@@ -8,7 +8,9 @@ GPUs), but on /metrics each series has one source:
   totals, rates, plans, savings): the leader only; a workload spans shards, so its totals
   come from the ledger, read by the leader, not from any one owner;
 - each replica's own health (ingest counters, the write path, its leases: the
-  ``gpufleet_replica_*`` families) from every replica.
+  ``gpufleet_replica_*`` families) from every replica; the samples it holds, its lag and
+  its nodes' clock offsets are those of the shards it owns (ReplicaService.
+  applying_fleets), so each node's ``gpufleet_node_clock_offset_seconds`` comes from one.
 One collector (SQLite, or ``cluster.enabled`` false) has no scope and exports everything.
 """
 

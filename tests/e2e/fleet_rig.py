@@ -33,6 +33,7 @@ from agent.sources.simulated.source import (
 )
 from agent.sources.simulated.workloads import make_pattern, stable_key
 from agent.stats import AgentStats
+from collector.cluster.settings import ClusterSettings
 from collector.config import AnalysisSettings, CollectorSettings, LedgerSettings, ServerSettings
 from gpufleet.cli.collector import Collector, build_collector, serve
 from gpufleet.cli.demo_fleet import Outage, SimClock
@@ -119,7 +120,12 @@ class FleetRig:
         step_seconds: float,
         ship_every: int,
         clock_offsets: Mapping[str, float] | None = None,
+        ledger_url: str | None = None,
+        replica: bool = False,
     ) -> None:
+        """``ledger_url``: a ``postgresql://`` ledger instead of a SQLite file in
+        ``workdir``; ``replica``: the collector runs as the one replica on it (cluster
+        enabled: it leases every shard and leads), applying through its shards' owners."""
         self.fleet = fleet
         self.step_seconds = step_seconds
         self.ship_every = ship_every
@@ -129,9 +135,10 @@ class FleetRig:
         self.url = f"http://127.0.0.1:{self.port}"
         self.settings = CollectorSettings(
             server=ServerSettings(port=self.port, tokens=[TOKEN]),
-            ledger=LedgerSettings(url=str(workdir / "ledger.db")),
+            ledger=LedgerSettings(url=ledger_url or str(workdir / "ledger.db")),
             # three missed samples make a gap unknown
             analysis=AnalysisSettings(stale_after_seconds=3 * step_seconds),
+            cluster=ClusterSettings(enabled=replica, lease_seconds=3, renew_seconds=1),
         )
         self.collector: Collector = build_collector(
             self.settings, self.clock, tokens=frozenset([TOKEN])

@@ -35,11 +35,18 @@ WINDOW_SECONDS = ANALYSIS.idle_window_seconds
 EVALUATION_SECONDS = ANALYSIS.evaluation_interval_seconds
 
 
-@pytest.fixture(scope="module")
-def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetRig]:
+@pytest.fixture(scope="module", params=["sqlite", "replica"])
+def rig(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[FleetRig]:
+    """One collector on SQLite; then one replica on PostgreSQL, whose shards' owner
+    applies the batches its front accepted (it must correct the same clocks)."""
     fleet = build_e2e_fleet()
     workdir = tmp_path_factory.mktemp("skew")
-    with FleetRig(fleet, workdir, STEP_SECONDS, SHIP_EVERY_TICKS, CLOCK_OFFSETS) as running:
+    replica = request.param == "replica"
+    url = request.getfixturevalue("postgres").new_database() if replica else None
+    with FleetRig(fleet, workdir, STEP_SECONDS, SHIP_EVERY_TICKS, CLOCK_OFFSETS, url,
+                  replica) as running:  # fmt: skip
         network = running.agent(OUTAGE_NODE).network
         network.start, network.end = running.start + OUTAGE[0], running.start + OUTAGE[1]
         running.run_until(network.end)
