@@ -23,6 +23,7 @@ from collector.analysis.work_window import WorkloadWindow
 from collector.backend import HealthReport, ReadVersion, WorkloadReport
 from collector.cluster.keeper import LeaseState
 from collector.config import CollectorSettings
+from collector.fleet.claims import PublishedHolders
 from collector.fleet.live import LiveFleet
 from collector.ingest.decode import accept_body
 from collector.ingest.queue import IngestQueue
@@ -134,6 +135,7 @@ def build_replica_core(
     totals = RunningTotals(ledger)
     observers.attach(totals)
     front = build_fleet(settings, rates, stats)  # ingest's checks: node clocks, bounds
+    front.published = PublishedHolders()  # who has each GPU, by the owners' views
     accountant = Accountant(rates, settings.analysis.idle_threshold)
     queue = IngestQueue(settings, ledger, front, stats, observers, health, buffer_here=False)
     commit_every = settings.ingest.commit_interval_seconds
@@ -153,7 +155,7 @@ def build_replica_core(
 
     shards = settings.cluster.shard_count
     sharded = ShardedApplier(ledger, leases, make_part, check, shards, health, commit_every,
-                             clock)  # fmt: skip
+                             clock, front)  # fmt: skip
     service = ReplicaService(queue, front, ledger, accountant, stats, totals, clock, sharded)
     service.sharded, service.leases = sharded, leases
     service.stale_after_seconds = settings.analysis.stale_after_seconds

@@ -10,8 +10,10 @@ pending batches (other replicas acknowledged them), and ticks each shard's appli
 commits are fenced by ``owns(shard, epoch)`` in their own transaction: a replica whose
 lease was taken over writes nothing (``LedgerFenced``), so every batch is applied once.
 Last it publishes its GPUs' views (collector/ledger/live_gpus.py; every
-``PUBLISH_EVERY_SECONDS``, at once when its shards change) and reads the ledger-wide version
-the read caches key on.
+``PUBLISH_EVERY_SECONDS``, at once when its shards change), reads which node has each GPU
+by every owner's views as often (the front refuses a second node's claim by them:
+collector/fleet/claims.py ``PublishedHolders``) and the ledger-wide version the read caches
+key on.
 """
 
 from __future__ import annotations
@@ -66,7 +68,11 @@ class ShardedApplier:
         health: WriteHealth,
         commit_interval_seconds: float,
         clock: Callable[[], float] = time.time,
+        front: LiveFleet | None = None,
     ) -> None:
+        """``front``: the fleet ingest checks batches against; its ``published`` holders
+        are read from every owner's GPUs as often as this one publishes, and its bounded
+        values forgotten each tick as an applier forgets its own fleet's."""
         self.ledger, self.leases, self.make_part, self.check = ledger, leases, make_part, check
         self.shard_count = shard_count
         self.health = health
@@ -79,6 +85,8 @@ class ShardedApplier:
         self._tracked: set[str] = set()
         self._published_at: float | None = None
         self._published_shards: set[int] = set()
+        self.front = front
+        self._holders_read_at: float | None = None
         self._lock = threading.Lock()
 
     def tick(self, flush: bool = False, commit: bool = False) -> int:
@@ -98,6 +106,7 @@ class ShardedApplier:
                     self._drop(shard)
             try:
                 self._publish(flush)
+                self._follow_front(flush)
                 self.version = self.ledger.version()
             except LedgerError as err:
                 log.warning("replica: live GPUs not published: %s", err)
@@ -177,6 +186,19 @@ class ShardedApplier:
             live_gpus.publish(conn, changed, sorted(self.parts), tracked)
         self._published.update((v.uuid, body) for _, v, body in changed)
         self._tracked = set(tracked)
+
+    def _follow_front(self, flush: bool) -> None:
+        front = self.front
+        if front is None:
+            return
+        now, last = self.clock(), self._holders_read_at
+        front.forget_silent(now)  # it tracks no GPU: this forgets its unseen values
+        if front.published is None:
+            return
+        if not (flush or last is None or now - last >= PUBLISH_EVERY_SECONDS):
+            return
+        self._holders_read_at = now
+        front.published.refresh(self.ledger.read(live_gpus.holders), now)
 
     def _drop(self, shard: int) -> None:
         part = self.parts.pop(shard)

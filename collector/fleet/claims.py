@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 
 from collector.records import DuplicateGpu
 
@@ -59,3 +59,40 @@ class DuplicateClaims:
         """Every refused claim, most recently refused last."""
         with self._lock:
             return list(self._refused.values())
+
+
+class PublishedHolders:
+    """Which node has each GPU by what the shards' owners last published (a replica's
+    front, collector/replicas.py): the front buffers nothing, so it cannot know from its
+    own fleet. A node has a GPU while its owner published the GPU's view within
+    ``CLAIM_HOLD_SECONDS`` (collector clock): an owner publishes a reporting GPU's view
+    every few seconds (its newest reading moves), so this is the hold on the collector's
+    clock where one collector holds it on the node's event time. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._holders: dict[str, tuple[str, float]] = {}  # uuid -> (node, published at)
+        self._on_node: dict[str, set[str]] = {}
+
+    def refresh(self, rows: Collection[tuple[str, str, float]], now: float) -> None:
+        """Every published GPU: (uuid, node, seconds since its owner published it)."""
+        holders = {uuid: (node, now - age) for uuid, node, age in rows}
+        on_node: dict[str, set[str]] = {}
+        for uuid, (node, _) in holders.items():
+            on_node.setdefault(node, set()).add(uuid)
+        with self._lock:
+            self._holders, self._on_node = holders, on_node
+
+    def placement(self) -> tuple[Mapping[str, object], Mapping[str, set[str]]]:
+        """The fleet's GPUs (uuid -> its node and when published) and each node's, as the
+        owners track them: what the front's memory bounds count (collector/fleet/limits.py)."""
+        with self._lock:
+            return self._holders, self._on_node
+
+    def holder(self, uuid: str, at: float) -> str | None:
+        """The node that has ``uuid`` at ``at`` (collector clock), if any."""
+        with self._lock:
+            found = self._holders.get(uuid)
+        if found is None or at - found[1] > CLAIM_HOLD_SECONDS:
+            return None
+        return found[0]

@@ -113,12 +113,19 @@ class FleetBounds:
         self.values: dict[str, dict[str, float]] = {k: {} for k in ("workload", *LABEL_KINDS)}
 
     def check(
-        self, batch: Batch, known: Mapping[str, object], at: float, tally: GroupTally
+        self,
+        batch: Batch,
+        known: Mapping[str, object],
+        at: float,
+        tally: GroupTally,
+        node_gpus: Mapping[str, set[str]] | None = None,
     ) -> Breach | None:
-        """The first bound ``batch`` would pass, given the ``known`` GPUs and what the
-        group's earlier batches add (``tally``); None when it may be taken, and then its
-        GPUs and values are counted in (``tally``, values seen at ``at``)."""
+        """The first bound ``batch`` would pass, given the ``known`` GPUs (and each node's,
+        ``node_gpus``: by default the ones this fleet placed) and what the group's earlier
+        batches add (``tally``); None when it may be taken, and then its GPUs and values
+        are counted in (``tally``, values seen at ``at``)."""
         limits = self.limits
+        node_gpus = self.node_gpus if node_gpus is None else node_gpus
         uuids = [info.uuid for info in batch.gpus]
         if len(uuids) > limits.gpus_per_node:
             field_path = f"$.gpus[{limits.gpus_per_node}]"
@@ -131,7 +138,7 @@ class FleetBounds:
                 field_path,
                 permanent=True,
             )
-        on_node = self.node_gpus.get(batch.node, set())
+        on_node = node_gpus.get(batch.node, set())
         gains = [u for u in uuids if u not in on_node]
         node_total = len(on_node) + tally.node_gains[batch.node] + len(gains)
         if node_total > limits.gpus_per_node:

@@ -21,7 +21,7 @@ from agent.model import Batch, GpuInfo, GpuSample
 from collector.analysis.work_window import WorkloadWindow
 from collector.backend import ImplausibleField, LateReason
 from collector.fleet.anomalies import Anomalies
-from collector.fleet.claims import CLAIM_HOLD_SECONDS, DuplicateClaims
+from collector.fleet.claims import CLAIM_HOLD_SECONDS, DuplicateClaims, PublishedHolders
 from collector.fleet.clocks import NodeClocks
 from collector.fleet.limits import Breach, FleetBounds, FleetLimits, GroupTally
 from collector.fleet.mig import MigLayouts
@@ -86,6 +86,9 @@ class LiveFleet:
         self._done: list[int] = []
         #: what the bottleneck verdicts read: each holder's recent minutes (issue 24)
         self.windows = windows or WorkloadWindows()
+        #: a replica's front: who has each GPU by what the owners published (it buffers
+        #: nothing itself); None where this fleet applies what it accepts
+        self.published: PublishedHolders | None = None
         #: bumped by every change a reader could see (a batch buffered, samples applied,
         #: GPUs forgotten, a duplicate refused): the read views' cache key (http/views.py)
         self.version = 0
@@ -99,12 +102,15 @@ class LiveFleet:
         still has, each recorded as refused; empty when the batch may be taken. A node
         has a GPU while its newest reading is within ``CLAIM_HOLD_SECONDS`` of the
         batch's newest sample, or when ``claimed`` (uuid -> node, the batches taken so
-        far in this group) says."""
+        far in this group) says; on a replica's front, while its shard's owner published
+        it (``published``)."""
         newest = max((s.timestamp for s in batch.samples), default=batch.sent_at)
         found = []
         with self.lock:
             for i, info in enumerate(batch.gpus):
                 owner = claimed.get(info.uuid) or self._holder(info.uuid, newest)
+                if owner is None and self.published is not None:
+                    owner = self.published.holder(info.uuid, received_at)
                 if owner is not None and owner != batch.node:
                     dup = self.duplicates.refuse(info.uuid, owner, batch.node, received_at)
                     found.append((i, dup))
@@ -112,8 +118,12 @@ class LiveFleet:
         return found
 
     def refuse_past_limits(self, batch: Batch, at: float, tally: GroupTally) -> Breach | None:
-        """The bound ``batch`` would pass (collector/fleet/limits.py ``FleetBounds.check``)."""
+        """The bound ``batch`` would pass (collector/fleet/limits.py ``FleetBounds.check``),
+        counting this fleet's GPUs, or on a replica's front the ones the owners publish."""
         with self.lock:
+            if self.published is not None:
+                known, on_node = self.published.placement()
+                return self.bounds.check(batch, known, at, tally, on_node)
             return self.bounds.check(batch, self._gpus, at, tally)
 
     def _holder(self, uuid: str, newest: float) -> str | None:

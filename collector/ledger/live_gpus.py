@@ -53,6 +53,15 @@ def live_views(conn: Connection) -> list[GpuView]:
     return sorted(views, key=lambda v: (v.node, v.index, v.uuid))
 
 
+def holders(conn: Connection) -> list[tuple[str, str, float]]:
+    """Every published GPU: uuid, node and seconds since its owner published it (the
+    server's clock, so replicas' clocks need not agree)."""
+    rows = conn.execute(
+        "SELECT uuid, node, EXTRACT(EPOCH FROM now() - published_at) FROM live_gpus"
+    ).fetchall()
+    return [(str(uuid), str(node), float(age)) for uuid, node, age in rows]
+
+
 def stale_view(view: GpuView, now: float, stale_after_seconds: float) -> GpuView:
     """``view`` at ``now``: unknown (no idle time) once its newest reading is stale."""
     if view.last_seen is not None and now - view.last_seen <= stale_after_seconds:
