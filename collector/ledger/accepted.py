@@ -53,13 +53,17 @@ class PendingBook:
         self._lock = threading.Lock()
         #: quarantined batches, marked done by the next commit
         self._set_aside: list[int] = []
+        #: each one's (quarantined at, why) until that commit, for an intake that keeps it
+        self._why: dict[int, tuple[float, str]] = {}
         #: pending batch id -> (received_at, bytes), in id order (oldest first)
         self._backlog: dict[int, tuple[float, int]] = {}
 
-    def set_aside(self, batch_id: int) -> None:
-        """Mark a quarantined batch done in the next commit (it is never applied)."""
+    def set_aside(self, batch_id: int, at: float = 0.0, error: str = "") -> None:
+        """Mark a quarantined batch done in the next commit (it is never applied),
+        quarantined at ``at`` because of ``error``."""
         with self._lock:
             self._set_aside.append(batch_id)
+            self._why[batch_id] = (at, error)
 
     def has_set_aside(self) -> bool:
         with self._lock:
@@ -201,6 +205,7 @@ class AcceptedBatches(PendingBook):
             self._forgotten.extend(self.log.mark_done(done))
             for bid in done:
                 self._backlog.pop(bid, None)
+                self._why.pop(bid, None)
 
     def failed(self, saved: Saved) -> None:
         """The commit that ``save`` wrote into was rolled back: write it all next time."""

@@ -13,6 +13,7 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Protocol, TypeVar
 
+from collector.health import QuarantinedBatch
 from collector.ledger.accepted import AcceptedBatches, Backlog, Saved
 from collector.ledger.batch_log import BatchRecord, LoggedBatch
 from collector.ledger.files import low_space
@@ -31,7 +32,7 @@ class Intake(Protocol):
 
     def record(self, entries: Sequence[BatchRecord]) -> list[int | None]: ...
     def pending(self) -> list[LoggedBatch]: ...
-    def set_aside(self, batch_id: int) -> None: ...
+    def set_aside(self, batch_id: int, at: float = 0.0, error: str = "") -> None: ...
     def has_set_aside(self) -> bool: ...
     def backlog(self) -> Backlog: ...
     def save(self, conn: Connection, batches_done: Sequence[int]) -> Saved: ...
@@ -64,6 +65,11 @@ class Engine(Protocol):
         ...
 
     def open_intake(self) -> Intake: ...
+
+    def quarantined_batches(self) -> list[QuarantinedBatch]:
+        """The batches quarantined before this process, where the engine keeps them
+        itself (PostgreSQL's intake rows); SQLite's are read from ``quarantine_dir``."""
+        ...
 
     def prepare(self, conn: Connection, hours: Iterable[float]) -> None:
         """What rollup rows of these hours need before they go in (PostgreSQL: their
@@ -137,6 +143,9 @@ class SqliteEngine:
                     conn.execute("COMMIT")
             except sqlite3.Error as err:
                 raise LedgerError(f"ledger read failed: {err}") from err
+
+    def quarantined_batches(self) -> list[QuarantinedBatch]:
+        return []
 
     def open_intake(self) -> Intake:
         """The batch log, opened (and locked for this process) in a write transaction."""

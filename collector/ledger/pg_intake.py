@@ -172,6 +172,7 @@ class PgIntake(PendingBook):
         with self._lock:
             self.book.take_dirty()  # a cache here: the acks go row by row (save_acks)
             aside, self._set_aside = self._set_aside, []
+            why = [(*self._why.get(bid, (0.0, "")), bid) for bid in aside]
             acks, self._new_acks = self._new_acks, []
         done = conn.execute(
             "SELECT node, boot_id, seq, received_at FROM intake_batches WHERE id = ANY(?)",
@@ -181,7 +182,11 @@ class PgIntake(PendingBook):
         if batches_done:
             conn.execute("DELETE FROM intake_batches WHERE id = ANY(?)", (list(batches_done),))
         if aside:
-            conn.execute("UPDATE intake_batches SET quarantined = true WHERE id = ANY(?)", (aside,))
+            conn.executemany(
+                "UPDATE intake_batches SET quarantined = true, quarantined_at = ?, "
+                "quarantine_error = ? WHERE id = ?",
+                why,
+            )
         self._saving = acks
         return Saved({}, [], aside)
 
@@ -202,6 +207,7 @@ class PgIntake(PendingBook):
         with self._lock:
             for bid in (*batches_done, *saved.set_aside):
                 self._backlog.pop(bid, None)
+                self._why.pop(bid, None)
 
     def failed(self, saved: Saved) -> None:
         with self._lock:

@@ -41,6 +41,13 @@ ALTER TABLE notify_outbox ADD COLUMN IF NOT EXISTS claim_epoch BIGINT;
 ALTER TABLE notify_outbox ADD COLUMN IF NOT EXISTS claimed_until TIMESTAMPTZ;
 """
 
+#: a quarantined batch's reason and time, so that a restarted collector (or another
+#: replica) counts and shows it again (collector/ledger/quarantine.py)
+_V13 = """
+ALTER TABLE intake_batches ADD COLUMN quarantined_at DOUBLE PRECISION;
+ALTER TABLE intake_batches ADD COLUMN quarantine_error TEXT;
+"""
+
 #: rollup tables range-partitioned by this column on PostgreSQL (collector/ledger/
 #: partitions.py creates the partitions ahead and retention drops them)
 PARTITIONED = {
@@ -83,6 +90,7 @@ _POSTGRES = {
     5: postgres_ddl(V5_TABLE) + v5_fill("floor(hour_start / 86400) * 86400"),
     6: _V6,
     9: _V9,
+    13: _V13,
 }
 
 

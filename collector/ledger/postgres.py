@@ -21,6 +21,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 from psycopg_pool import ConnectionPool
 
+from collector.health import QuarantinedBatch
 from collector.ledger.engine import Intake
 from collector.ledger.partitions import Partitions
 from collector.ledger.pg_intake import PgIntake
@@ -193,6 +194,21 @@ class PostgresEngine:
 
     def open_intake(self) -> Intake:
         return PgIntake.open(self._transaction, self.shard_count)
+
+    def quarantined_batches(self) -> list[QuarantinedBatch]:
+        """The intake rows set aside, with why and when (a row quarantined by a version
+        that did not record it says so)."""
+        rows = self.read(
+            lambda conn: conn.execute(
+                "SELECT id, node, boot_id, seq, received_at, sample_count, quarantined_at, "
+                "quarantine_error FROM intake_batches WHERE quarantined ORDER BY id"
+            ).fetchall()
+        )
+        return [
+            QuarantinedBatch(int(bid), node, boot, int(seq), float(received), int(count),
+                             float(at or 0.0), error or "(reason not recorded)")
+            for bid, node, boot, seq, received, count, at, error in rows
+        ]  # fmt: skip
 
     def prepare(self, conn: Connection, hours: Iterable[float]) -> None:
         assert isinstance(conn, PgConnection)

@@ -14,7 +14,9 @@ came from, and an operator can read a batch (``<id>.batch``: its JSON as the age
 it, decompressed), fix what is wrong and send it again with ``curl --data-binary @``, or
 delete it. ``<id>.json`` says what it was and why it is here; it is written last (and
 atomically), so a batch counts once its reason is on disk. A memory ledger keeps its
-quarantine in memory.
+quarantine in memory. PostgreSQL keeps a quarantined batch in its ``intake_batches`` row
+(``quarantined``, with ``quarantined_at`` and ``quarantine_error``): no collector disk, and
+a restarted collector counts it again from there.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,13 +46,16 @@ class QuarantineSummary:
 
 
 class Quarantine:
-    """The batches set aside in ``directory`` (created on first use; None: in memory)."""
+    """The batches set aside in ``directory`` (created on first use; None: in memory, or
+    in the engine's own rows: PostgreSQL's, handed over as ``earlier`` at start)."""
 
-    def __init__(self, directory: Path | None) -> None:
+    def __init__(self, directory: Path | None, earlier: Iterable[QuarantinedBatch] = ()) -> None:
         self.directory = directory
         self._lock = threading.Lock()
         self._count = 0
         self._newest: QuarantinedBatch | None = None
+        for entry in earlier:
+            self._note(entry)
         if directory is not None and directory.is_dir():
             for meta in sorted(directory.glob("*.json")):
                 found = _read(meta)

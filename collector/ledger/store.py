@@ -79,7 +79,7 @@ class Ledger:
         self._accepted: Intake | None = None
         self._accepted_open_lock = threading.Lock()
         #: batches that cannot be applied, kept aside (collector/ledger/quarantine.py)
-        self._quarantine = Quarantine(engine.quarantine_dir)
+        self._quarantine = Quarantine(engine.quarantine_dir, engine.quarantined_batches())
         #: write transactions committed by this process: the read views' cache key for
         #: what comes from the ledger (rollups, recommendations; collector/http/views.py)
         self.writes = 0
@@ -237,7 +237,7 @@ class Ledger:
         """Set a pending batch aside, never to be applied: copied to the quarantine (raises
         OSError when it cannot be), then marked done by the next commit."""
         self._quarantine.keep(logged, json_body, error, now)
-        self._opened_accepted().set_aside(logged.batch_id)
+        self._opened_accepted().set_aside(logged.batch_id, now, error)
 
     def space_problem(self) -> str | None:
         """Whether the ledger's volume has too little free space (files.low_space)."""

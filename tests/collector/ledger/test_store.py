@@ -353,3 +353,28 @@ def test_prune_drops_answers_past_retention_but_not_a_keep_still_running(ledger:
     assert removed == 2
     assert sorted(a.id for a in answers.answers()) == ["old-keep-long", "recent"]
     assert answers.kept_until(POD.key, recent) == recent + DAY
+
+
+def test_quarantined_batches_are_counted_again_after_a_restart(ledger_url: str) -> None:
+    """What health and ``gpufleet_collector_quarantined_batches`` report survives the
+    process: SQLite keeps each batch in the quarantine folder, PostgreSQL in its intake
+    row. Before: PostgreSQL's count began at 0 after every start, with the batch still
+    set aside (the quarantine alert resolved by a restart)."""
+    with Ledger.open(ledger_url) as ledger:
+        ids = ledger.record_batches(
+            [BatchRecord("n1", "boot", s, 100.0 + s, b'{"seq": %d}' % s, 3) for s in (1, 2)]
+        )
+        [first, _] = ledger.pending_records()
+        assert first.batch_id == ids[0]
+        ledger.quarantine(first, first.entry.body, "ValueError: out of range", 500.0)
+        ledger.commit(LedgerWrite())
+        assert ledger.quarantined().count == 1
+    with Ledger.open(ledger_url) as reopened:
+        summary = reopened.quarantined()
+        assert summary.count == 1
+        newest = summary.newest
+        assert newest is not None
+        assert (newest.node, newest.agent_boot_id, newest.seq) == ("n1", "boot", 1)
+        assert (newest.received_at, newest.sample_count) == (101.0, 3)
+        assert (newest.quarantined_at, newest.error) == (500.0, "ValueError: out of range")
+        assert [p.entry.seq for p in reopened.pending_records()] == [2]
