@@ -86,7 +86,7 @@ class ShardedApplier:
         self._published_at: float | None = None
         self._published_shards: set[int] = set()
         self.front = front
-        self._holders_read_at: float | None = None
+        self._front_at: float | None = None
         self._lock = threading.Lock()
 
     def tick(self, flush: bool = False, commit: bool = False) -> int:
@@ -191,14 +191,13 @@ class ShardedApplier:
         front = self.front
         if front is None:
             return
-        now, last = self.clock(), self._holders_read_at
-        front.forget_silent(now)  # it tracks no GPU: this forgets its unseen values
-        if front.published is None:
-            return
+        now, last = self.clock(), self._front_at
         if not (flush or last is None or now - last >= PUBLISH_EVERY_SECONDS):
             return
-        self._holders_read_at = now
-        front.published.refresh(self.ledger.read(live_gpus.holders), now)
+        self._front_at = now
+        front.forget_silent(now)  # it tracks no GPU: this forgets its unseen values
+        if front.published is not None:
+            front.published.refresh(self.ledger.read(live_gpus.holders), now)
 
     def _drop(self, shard: int) -> None:
         part = self.parts.pop(shard)
