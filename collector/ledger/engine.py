@@ -55,6 +55,8 @@ class Engine(Protocol):
     dialect: Dialect
     #: where quarantined batches are copied (None: kept in memory)
     quarantine_dir: Path | None
+    #: where a quarantined batch stays without that directory (``{id}``: its id)
+    quarantine_kept_in: str
 
     def write(self) -> AbstractContextManager[Connection]:
         """One write transaction, committed on exit, rolled back on error (LedgerError)."""
@@ -89,6 +91,7 @@ class SqliteEngine:
     lock, so API reads run beside the writer (WAL); the intake is the batch log."""
 
     dialect: Dialect = "sqlite"
+    quarantine_kept_in = "this process's memory only (a memory ledger)"
 
     def __init__(
         self, writer: sqlite3.Connection, reader: sqlite3.Connection, intake_dir: Path | None,

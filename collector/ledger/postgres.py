@@ -132,6 +132,7 @@ class PostgresEngine:
 
     dialect: Dialect = "postgresql"
     quarantine_dir: Path | None = None  # quarantined batches stay in intake_batches
+    quarantine_kept_in = "the ledger's intake_batches row {id} (quarantined; body: the batch)"
 
     def __init__(
         self, url: str, writes: ConnectionPool, reads: ConnectionPool, shard_count: int = 64

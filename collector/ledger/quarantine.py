@@ -11,12 +11,14 @@ an applied one; the intake log forgets it as usual.
 Why files in ``<ledger>-intake/quarantine/`` and not a table: the quarantine must work while
 the ledger cannot write (that is often why a batch is here), it sits beside the log it
 came from, and an operator can read a batch (``<id>.batch``: its JSON as the agent sent
-it, decompressed), fix what is wrong and send it again with ``curl --data-binary @``, or
-delete it. ``<id>.json`` says what it was and why it is here; it is written last (and
-atomically), so a batch counts once its reason is on disk. A memory ledger keeps its
-quarantine in memory. PostgreSQL keeps a quarantined batch in its ``intake_batches`` row
-(``quarantined``, with ``quarantined_at`` and ``quarantine_error``): no collector disk, and
-a restarted collector counts it again from there.
+it, decompressed) to see what is wrong and report it, then delete it. Its samples are not
+in the ledger; sending it again as it is would count as a repeat of an acknowledged batch
+(its seq is acknowledged) and change nothing. ``<id>.json`` says what it was and why it
+is here; it is written last (and atomically), so a batch counts once its reason is on
+disk. A memory ledger keeps its quarantine in memory. PostgreSQL keeps a quarantined
+batch in its ``intake_batches`` row (``quarantined``, with ``quarantined_at`` and
+``quarantine_error``): no collector disk, and a restarted collector counts it again from
+there.
 """
 
 from __future__ import annotations
@@ -49,8 +51,15 @@ class Quarantine:
     """The batches set aside in ``directory`` (created on first use; None: in memory, or
     in the engine's own rows: PostgreSQL's, handed over as ``earlier`` at start)."""
 
-    def __init__(self, directory: Path | None, earlier: Iterable[QuarantinedBatch] = ()) -> None:
+    def __init__(
+        self,
+        directory: Path | None,
+        earlier: Iterable[QuarantinedBatch] = (),
+        kept_in: str = "this process's memory only",
+    ) -> None:
+        """``kept_in``: where a batch is kept without a directory (``{id}``: its id)."""
         self.directory = directory
+        self.kept_in = kept_in
         self._lock = threading.Lock()
         self._count = 0
         self._newest: QuarantinedBatch | None = None
@@ -73,17 +82,21 @@ class Quarantine:
             self._write(entry, json_body)
         with self._lock:
             self._note(entry)
-        where = f" in {self.directory}" if self.directory is not None else ""
+        if self.directory is not None:
+            kept = f"{self.directory / str(logged.batch_id)}.batch (and .json: why)"
+        else:
+            kept = self.kept_in.format(id=logged.batch_id)
         log.error(
-            "batch %d (node %s, agent boot %s, seq %d) cannot be applied and is quarantined%s: "
-            "%s; the other batches go on; fix and resend %d.batch, or delete it",
+            "batch %d (node %s, agent boot %s, seq %d) cannot be applied and is quarantined: "
+            "%s; the other batches go on. Its samples are not in the ledger, and a resend as "
+            "it is counts as a repeat of an acknowledged batch; the batch is kept in %s to "
+            "inspect or report (then delete it)",
             logged.batch_id,
             e.node,
             e.boot_id,
             e.seq,
-            where,
             error,
-            logged.batch_id,
+            kept,
         )
 
     def summary(self) -> QuarantineSummary:

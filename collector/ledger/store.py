@@ -79,7 +79,9 @@ class Ledger:
         self._accepted: Intake | None = None
         self._accepted_open_lock = threading.Lock()
         #: batches that cannot be applied, kept aside (collector/ledger/quarantine.py)
-        self._quarantine = Quarantine(engine.quarantine_dir, engine.quarantined_batches())
+        self._quarantine = Quarantine(
+            engine.quarantine_dir, engine.quarantined_batches(), engine.quarantine_kept_in
+        )
         #: write transactions committed by this process: the read views' cache key for
         #: what comes from the ledger (rollups, recommendations; collector/http/views.py)
         self.writes = 0

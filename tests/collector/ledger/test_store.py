@@ -378,3 +378,30 @@ def test_quarantined_batches_are_counted_again_after_a_restart(ledger_url: str) 
         assert (newest.received_at, newest.sample_count) == (101.0, 3)
         assert (newest.quarantined_at, newest.error) == (500.0, "ValueError: out of range")
         assert [p.entry.seq for p in reopened.pending_records()] == [2]
+
+
+def test_a_quarantined_batch_s_message_says_where_it_is_and_that_a_resend_is_a_repeat(
+    ledger_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The message an operator acts on. Before it said "fix and resend <id>.batch": a
+    resend as it is was answered as a repeat of the acknowledged seq and never applied,
+    and on PostgreSQL there was no such file."""
+    with Ledger.open(ledger_url) as ledger:
+        ledger.record_batches([BatchRecord("n1", "boot", 1, 101.0, b'{"seq": 1}', 3)])
+        [pending] = ledger.pending_records()
+        with caplog.at_level("ERROR", logger="collector.ledger.quarantine"):
+            ledger.quarantine(pending, pending.entry.body, "ValueError: out of range", 500.0)
+        ledger.commit(LedgerWrite())
+        resent = ledger.record_batches([BatchRecord("n1", "boot", 1, 600.0, b'{"seq": 1}', 3)])
+        assert resent == [None]  # a repeat of an acknowledged batch
+        assert ledger.pending_records() == []
+    [record] = [r for r in caplog.records if "quarantined" in r.getMessage()]
+    message = record.getMessage()
+    assert "ValueError: out of range" in message and "resend" not in message.replace(
+        "a resend as it is counts as a repeat", ""
+    )
+    assert "a resend as it is counts as a repeat" in message
+    if ledger_url.startswith("postgresql://"):
+        assert f"intake_batches row {pending.batch_id}" in message
+    else:
+        assert f"quarantine/{pending.batch_id}.batch" in message
