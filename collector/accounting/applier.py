@@ -186,8 +186,13 @@ class Applier:
 
     def _replay(self, logged: LoggedBatch, check: BatchCheck) -> int:
         try:
-            batch = check(logged.entry.body, logged.entry.received_at, self.fleet)
-            return self.fleet.buffer(logged.batch_id, batch, replay=True).accepted
+            received_at = logged.entry.received_at
+            batch = check(logged.entry.body, received_at, self.fleet)
+            # as it arrived then: a never applied GPU's first batch is this one, not the
+            # next to arrive (which would wait for the batches before it, already here)
+            return self.fleet.buffer(
+                logged.batch_id, batch, replay=True, received_at=received_at
+            ).accepted
         except Exception as err:  # this batch alone; the others are replayed
             self._set_aside(logged, f"replayed after a restart: {type(err).__name__}: {err}")
         return 0

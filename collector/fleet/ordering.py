@@ -41,8 +41,7 @@ def window_ready(
 ) -> int:
     """How many of ``queue`` (event-time order) are past the reorder window. ``newest``:
     the GPU's newest reading; ``arrived_at``: when its last samples came (collector clock,
-    None: unknown, as for batches replayed after a restart); ``now``: the collector's
-    clock (None: judge by event time alone)."""
+    None: unknown); ``now``: the collector's clock (None: judge by event time alone)."""
     window = rules.reorder_window_seconds
     if now is not None and (arrived_at is None or now - arrived_at >= window):
         return len(queue)  # the GPU went quiet

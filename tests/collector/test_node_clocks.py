@@ -278,3 +278,29 @@ def test_an_offset_past_the_minimum_is_corrected_and_one_under_it_is_not() -> No
         clocks.measure("skewed", sent_at=C0 + 10 * i + 120, arrived_at=C0 + 10 * i)
     assert clocks.offset("demo") == 0.0
     assert clocks.offset("skewed") == 120.0
+
+
+@pytest.mark.parametrize("rig", [0.0], indirect=True)
+def test_a_gpu_never_committed_applies_after_a_restart_without_the_backfill_wait(
+    rig: Rig, tmp_path: Path
+) -> None:
+    """Batches 1-2 acknowledged, the collector killed before its first commit: the restart
+    replays them, then batch 3 arrives. Before: the replay did not count as the GPU's
+    first batch, so batch 3 looked like a first batch past its agent's first and the GPU
+    waited ``backfill_wait_seconds`` (120 s) for batches 1-2 it already held; a replica
+    taking a shard over did the same (tests/e2e/test_replicas.py set the wait to 10 s)."""
+    rig.now[0] = C0 + 100
+    assert rig.post(rig.batch([C0 + t for t in range(0, 51, 10)])) == 6
+    assert rig.post(rig.batch([C0 + t for t in range(60, 101, 10)])) == 5
+    rig.core.close()
+    rig.core.ledger.close()
+    ledger = Ledger.open(str(tmp_path / "ledger.db"))
+    rates = Rates(PriceBook.example(), IntensityTable.default(), CarbonSettings())
+    rig.core = CollectorCore.build(CollectorSettings(), ledger, rates, lambda: rig.now[0])
+    rig.now[0] = C0 + 120
+    assert rig.post(rig.batch([C0 + t for t in range(110, 121, 10)])) == 2
+    rig.now[0] += rig.core.fleet.rules.reorder_window_seconds + 1  # past the window, not the wait
+    rig.core.applier.tick()
+    assert rig.core.fleet.gpu(INFO.uuid).applied_until == C0 + 120
+    assert totals(rig) == pytest.approx((WATTS * 120, 120))
+    ledger.close()

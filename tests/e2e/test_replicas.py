@@ -58,10 +58,6 @@ analysis:
 ingest:
   apply_interval_seconds: 0.5
   commit_interval_seconds: 1
-  # a shard taken over holds a GPU never committed, first seen past its agent's first
-  # batch, for the batches before it (collector/fleet/ordering.py): 120 s by default,
-  # past applied_by_replicas' wait (failed about 1 run in 3 without this)
-  backfill_wait_seconds: 10
 cluster:
   enabled: true
   lease_seconds: 3
