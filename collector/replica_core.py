@@ -25,7 +25,6 @@ from collector.cluster.keeper import LeaseState
 from collector.config import CollectorSettings
 from collector.fleet.claims import PublishedHolders
 from collector.fleet.live import LiveFleet
-from collector.ingest.decode import accept_body
 from collector.ingest.queue import IngestQueue
 from collector.ingest.stats import IngestStats
 from collector.kube.enrich import WorkloadEnricher, keys_of
@@ -38,7 +37,7 @@ from collector.recommend.recommender import Recommender
 from collector.records import GpuView
 from collector.replicas import ShardedApplier
 from collector.running_totals import RunningTotals
-from collector.service import CollectorCore, CollectorService, build_fleet
+from collector.service import CollectorCore, CollectorService, build_fleet, pending_check
 from collector.usage_report import ledger_period
 
 
@@ -149,10 +148,7 @@ def build_replica_core(
         applier = Applier(fleet, part, ledger, observers, commit_every, clock, health, fence)
         return fleet, applier
 
-    def check(body: bytes, at: float, fleet: LiveFleet) -> Batch:
-        # the owner's fleet measures the clock: the front that accepted it is another's
-        return attribute(accept_body(body, None, at, settings, fleet.clocks, fleet.max_power_of))
-
+    check = pending_check(settings, attribute)
     shards = settings.cluster.shard_count
     sharded = ShardedApplier(ledger, leases, make_part, check, shards, health, commit_every,
                              clock, front)  # fmt: skip

@@ -169,7 +169,7 @@ class ShardedApplier:
         now = self.clock()
         last = self._published_at
         gained_or_lost = set(self.parts) != self._published_shards
-        if not (flush or gained_or_lost or last is None or now - last >= PUBLISH_EVERY_SECONDS):
+        if not (gained_or_lost or _due(last, now, flush)):
             return
         self._published_at, self._published_shards = now, set(self.parts)
         changed: list[tuple[int, GpuView, bytes]] = []
@@ -192,7 +192,7 @@ class ShardedApplier:
         if front is None:
             return
         now, last = self.clock(), self._front_at
-        if not (flush or last is None or now - last >= PUBLISH_EVERY_SECONDS):
+        if not _due(last, now, flush):
             return
         self._front_at = now
         front.forget_silent(now)  # it tracks no GPU: this forgets its unseen values
@@ -203,3 +203,8 @@ class ShardedApplier:
         part = self.parts.pop(shard)
         for view in part.fleet.views(self.clock()):
             self._published.pop(view.uuid, None)
+
+
+def _due(last: float | None, now: float, flush: bool) -> bool:
+    """Whether a step run every ``PUBLISH_EVERY_SECONDS`` (and at a flush) is due."""
+    return flush or last is None or now - last >= PUBLISH_EVERY_SECONDS

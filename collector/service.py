@@ -18,7 +18,7 @@ from typing import Protocol, overload
 from agent.model import Batch, BatchAck
 from collector import reports
 from collector.accounting.accountant import Accountant
-from collector.accounting.applier import Applier
+from collector.accounting.applier import Applier, BatchCheck
 from collector.accounting.rates import Rates
 from collector.backend import (
     FleetTotals,
@@ -245,18 +245,24 @@ class CollectorCore:
         applier = Applier(fleet, accountant, ledger, observers, commit_every, clock, health)
         recommender = Recommender(fleet, ledger, rates, settings.analysis, clock)
         service = CollectorService(queue, fleet, ledger, accountant, stats, totals, clock, applier)
-        # a pending batch is judged by today's edge rules, at the time it arrived, and its
-        # node's clock measured again (the fleet is new)
-        applier.restore(
-            lambda body, at, live: enrich(
-                accept_body(body, None, at, settings, live.clocks, live.max_power_of)
-            )
-        )
+        applier.restore(pending_check(settings, enrich))
         return cls(ledger, fleet, queue, applier, recommender, observers, service)
 
     def close(self, timeout: float = 30.0) -> None:
         """Stop the ingest thread once the batches queued for it are stored."""
         self.queue.close(timeout)
+
+
+def pending_check(settings: CollectorSettings, enrich: Callable[[Batch], Batch]) -> BatchCheck:
+    """How a pending batch is judged where it is applied (after a restart, or by a
+    replica's shard owner): today's edge rules at the time it arrived, its node's clock
+    measured in the applying fleet (a new one, or not the fleet that accepted it), then
+    ``enrich``."""
+
+    def check(body: bytes, at: float, live: LiveFleet) -> Batch:
+        return enrich(accept_body(body, None, at, settings, live.clocks, live.max_power_of))
+
+    return check
 
 
 def build_fleet(settings: CollectorSettings, rates: Rates, stats: IngestStats) -> LiveFleet:
